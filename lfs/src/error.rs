@@ -1,0 +1,55 @@
+//! The engine's error type.
+//!
+//! Callers must be able to tell an I/O failure from corruption from a full
+//! filesystem from a bad argument, so each is its own variant.
+
+use std::io;
+
+/// Every error the engine reports.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The device failed an operation.
+    #[error("I/O error while {op}: {source}")]
+    Io {
+        /// What the engine was doing.
+        op: String,
+        /// The device's error.
+        #[source]
+        source: io::Error,
+    },
+    /// On-disk data failed verification.
+    #[error("corrupted {what} at {location}")]
+    Corrupted {
+        /// Which structure.
+        what: &'static str,
+        /// Where it was found (byte offset, block or segment number).
+        location: String,
+        /// Why decoding failed.
+        #[source]
+        source: crate::format::DecodeError,
+    },
+    /// The device does not hold an lfs filesystem, or holds one this
+    /// version cannot use.
+    #[error("{0}")]
+    Unsupported(String),
+    /// No space is left for the operation.
+    #[error("no space left on device")]
+    NoSpace,
+    /// An argument was out of range or inconsistent.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+impl Error {
+    /// Wraps an I/O error with what was being done.
+    pub fn io(op: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            op: op.into(),
+            source,
+        }
+    }
+}
+
+/// Result with the engine's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,100 @@
+//! Every on-disk structure of lfs, and nothing else.
+//!
+//! Each structure has an explicit little-endian `encode` and a `decode`
+//! that returns a typed [`DecodeError`] on any input and never panics
+//! (indexing, `unwrap` and `panic!` are denied in this module). The byte
+//! offsets are documented on each type and in `man/lfs.5`; a golden-vector
+//! test in each file pins them.
+//!
+//! Checksums are crc32c. Superblocks use a fixed seed (the per-filesystem
+//! seed is inside them); everything else is seeded with the filesystem's
+//! `crc_seed`, and log checksums additionally mix in the log's sequence
+//! number, so that a stale log left in a reused segment, or a log of a
+//! previous filesystem on the same device, fails verification.
+
+#![deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+mod codec;
+mod dirent;
+mod inode;
+mod log;
+mod meta;
+mod superblock;
+mod superroot;
+
+pub use codec::{crc_seeded, log_crc_start, DecodeError, Reader, Writer};
+pub use dirent::{name_hash, DirEntry, FileType, MAX_NAME_LEN};
+pub use inode::{Inode, BMAP_DIRECT, BMAP_SLOTS, INODE_SIZE};
+pub use log::{
+    BlockEntry, BlockKind, LogHeader, LogSummary, BLOCK_ENTRY_SIZE, LOG_FLAGS_KNOWN,
+    LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, LOG_HEADER_SIZE, LOG_MAGIC,
+};
+pub use meta::{
+    CheckpointEntry, CpFileHeader, DatEntry, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
+    CHECKPOINT_ENTRY_SIZE, CP_FLAG_INVALID, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT, DAT_ENTRY_SIZE,
+    META_HEADER_SIZE, SEGUSAGE_SIZE, SU_FLAG_ACTIVE, SU_FLAG_DIRTY, SU_FLAG_ERROR,
+};
+pub use superblock::{
+    reserved_segments, FsState, Superblock, FEATURE_COMPAT_KNOWN, FEATURE_INCOMPAT_KNOWN,
+    FEATURE_RO_COMPAT_KNOWN, LABEL_LEN, SB_MAGIC, SB_SIZE,
+};
+pub use superroot::{SuperRoot, SR_MAGIC, SR_SIZE};
+
+/// Major format version written by this build. A different major version is
+/// refused; minor versions only add fields in reserved space.
+pub const FORMAT_VERSION_MAJOR: u16 = 1;
+/// Minor format version written by this build.
+pub const FORMAT_VERSION_MINOR: u16 = 0;
+/// Version of every structure other than the superblock (logs, super roots,
+/// metadata blocks). Decoders refuse any other value.
+pub const STRUCT_VERSION: u16 = 1;
+
+/// Default block size in bytes.
+pub const DEFAULT_BLOCK_SIZE: u32 = 4096;
+/// Smallest supported block size.
+pub const MIN_BLOCK_SIZE: u32 = 1024;
+/// Largest supported block size.
+pub const MAX_BLOCK_SIZE: u32 = 65536;
+/// Default blocks per segment: 2048 × 4 KiB = 8 MiB, as nilfs2. Large
+/// enough that a segment write is a long sequential I/O and per-segment
+/// metadata (one usage entry) is negligible; small enough that cleaning one
+/// segment is a short job.
+pub const DEFAULT_BLOCKS_PER_SEGMENT: u32 = 2048;
+/// Fewest blocks per segment: a log needs a summary block, payload and a
+/// super root, and cleaning must move something useful.
+pub const MIN_BLOCKS_PER_SEGMENT: u32 = 16;
+/// Most blocks per segment (segment usage counters are 32-bit).
+pub const MAX_BLOCKS_PER_SEGMENT: u32 = 1 << 20;
+/// Fewest segments a filesystem can have: the initial log's segment, the
+/// segment being written, cleaning reserve and room to clean into.
+pub const MIN_SEGMENTS: u64 = 8;
+/// Default percentage of segments reserved for the cleaner.
+pub const DEFAULT_RESERVED_PERCENT: u32 = 5;
+/// Most a user can reserve.
+pub const MAX_RESERVED_PERCENT: u32 = 50;
+/// Fewest reserved segments regardless of the percentage.
+pub const MIN_RESERVED_SEGMENTS: u64 = 2;
+
+/// Block address 0 holds the primary superblock, so 0 never names a data
+/// block: in block maps and DAT entries it means "none" (a hole).
+pub const NULL_BLOCK: u64 = 0;
+/// Checkpoint number meaning "still live" in a DAT entry's end.
+pub const CNO_LIVE: u64 = u64::MAX;
+
+/// The root directory's inode number (FUSE's root is 1 as well).
+pub const ROOT_INO: u64 = 1;
+/// The inode file: one inode record per inode number.
+pub const IFILE_INO: u64 = 2;
+/// The DAT: virtual → physical block translation.
+pub const DAT_INO: u64 = 3;
+/// The checkpoint file.
+pub const CPFILE_INO: u64 = 4;
+/// The segment usage file.
+pub const SUFILE_INO: u64 = 5;
+/// First inode number handed to user files.
+pub const FIRST_USER_INO: u64 = 16;
