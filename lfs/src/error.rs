@@ -33,6 +33,21 @@ pub enum Error {
     /// version cannot use.
     #[error("{0}")]
     Unsupported(String),
+    /// The device cannot hold a filesystem of the requested geometry.
+    #[error(
+        "device is too small: {size} bytes, the minimum for {block_size}-byte blocks and \
+         {blocks_per_segment} blocks per segment is {min} bytes"
+    )]
+    DeviceTooSmall {
+        /// Bytes on the device.
+        size: u64,
+        /// Smallest usable size.
+        min: u64,
+        /// Block size asked for.
+        block_size: u32,
+        /// Blocks per segment asked for.
+        blocks_per_segment: u32,
+    },
     /// No space is left for the operation.
     #[error("no space left on device")]
     NoSpace,

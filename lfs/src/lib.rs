@@ -17,5 +17,7 @@
 pub mod blockdev;
 pub mod error;
 pub mod format;
+pub mod inspect;
+pub mod mkfs;
 
 pub use error::{Error, Result};

@@ -115,7 +115,7 @@ impl<'a> Reader<'a> {
 
     /// Takes the next `n` bytes.
     pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
-        let end = self.pos.checked_add(n).unwrap_or(usize::MAX);
+        let end = self.pos.saturating_add(n);
         let s = self.buf.get(self.pos..end).ok_or(DecodeError::Truncated {
             what: self.what,
             needed: end,
@@ -236,7 +236,8 @@ pub fn crc_seeded(seed: u32, data: &[u8], crc_off: usize) -> u32 {
     let (head, rest) = data.split_at(crc_off.min(data.len()));
     let tail = rest.get(4..).unwrap_or(&[]);
     let c = crc32c::crc32c_append(seed, head);
-    let c = crc32c::crc32c_append(c, &[0u8; 4][..rest.len().min(4)]);
+    let zeros = [0u8; 4];
+    let c = crc32c::crc32c_append(c, zeros.get(..rest.len().min(4)).unwrap_or(&[]));
     crc32c::crc32c_append(c, tail)
 }
 

@@ -161,6 +161,22 @@ pub struct LogHeader {
 }
 
 impl LogHeader {
+    /// A header whose counts and checksums [`LogSummary::encode`] fills in.
+    pub fn new(flags: u16, seq: u64, ctime_ns: u64, next_segment: u64, cno: u64) -> Self {
+        LogHeader {
+            flags,
+            summary_crc: 0,
+            body_crc: 0,
+            nblocks: 0,
+            nsummary_blocks: 0,
+            nentries: 0,
+            seq,
+            ctime_ns,
+            next_segment,
+            cno,
+        }
+    }
+
     /// True if the log ends with a super root.
     pub fn has_super_root(&self) -> bool {
         self.flags & LOG_FLAG_SUPER_ROOT != 0
@@ -343,18 +359,7 @@ pub(crate) mod tests {
 
     fn sample() -> LogSummary {
         LogSummary {
-            header: LogHeader {
-                flags: LOG_FLAG_SUPER_ROOT,
-                summary_crc: 0,
-                body_crc: 0,
-                nblocks: 0,
-                nsummary_blocks: 0,
-                nentries: 0,
-                seq: 7,
-                ctime_ns: 1,
-                next_segment: 1,
-                cno: 3,
-            },
+            header: LogHeader::new(LOG_FLAG_SUPER_ROOT, 7, 1, 1, 3),
             entries: vec![
                 BlockEntry {
                     ino: 2,
@@ -474,8 +479,7 @@ pub(crate) mod tests {
             entries in proptest::collection::vec(arb_entry(), 0..300),
         ) {
             let mut s = LogSummary {
-                header: LogHeader { flags, summary_crc: 0, body_crc: 0, nblocks: 0,
-                    nsummary_blocks: 0, nentries: 0, seq, ctime_ns: t, next_segment: next, cno },
+                header: LogHeader::new(flags, seq, t, next, cno),
                 entries,
             };
             let bs = 1usize << bs_log;

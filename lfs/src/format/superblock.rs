@@ -313,15 +313,7 @@ impl Superblock {
 
     /// The uuid in the usual 8-4-4-4-12 hex form.
     pub fn uuid_str(&self) -> String {
-        let h: String = self.uuid.iter().map(|b| format!("{b:02x}")).collect();
-        format!(
-            "{}-{}-{}-{}-{}",
-            h.get(0..8).unwrap_or(""),
-            h.get(8..12).unwrap_or(""),
-            h.get(12..16).unwrap_or(""),
-            h.get(16..20).unwrap_or(""),
-            h.get(20..32).unwrap_or("")
-        )
+        uuid_string(&self.uuid)
     }
 
     /// Block address of the first block of segment `seg`.
@@ -345,6 +337,19 @@ impl Superblock {
     pub fn reserved_segments(&self) -> u64 {
         reserved_segments(self.nsegments, self.reserved_percent)
     }
+}
+
+/// A uuid in the usual 8-4-4-4-12 hex form.
+pub fn uuid_string(uuid: &[u8; 16]) -> String {
+    let h: String = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        h.get(0..8).unwrap_or(""),
+        h.get(8..12).unwrap_or(""),
+        h.get(12..16).unwrap_or(""),
+        h.get(16..20).unwrap_or(""),
+        h.get(20..32).unwrap_or("")
+    )
 }
 
 /// Segments reserved for cleaning out of `nsegments` at `percent`.

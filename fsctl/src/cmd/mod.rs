@@ -1,0 +1,83 @@
+//! fsctl subcommands.
+
+pub mod dumpseg;
+pub mod superblock;
+
+use std::path::Path;
+
+use anyhow::{anyhow, Result};
+use lfs::blockdev::{FileDevice, OpenOptions};
+use lfs::format::Superblock;
+use lfs::inspect::{read_superblocks, SuperblockPair};
+
+/// Opens an unmounted device read-only (no lock: inspecting a device that
+/// fsd has open is allowed, though what is read may be changing).
+pub fn open_read_only(path: &Path) -> Result<FileDevice> {
+    Ok(FileDevice::open(
+        path,
+        OpenOptions {
+            read_only: true,
+            direct: false,
+            exclusive: false,
+        },
+    )?)
+}
+
+/// Reads the superblock pair and returns it with the current copy, or an
+/// error naming the device and both reasons.
+pub fn current_superblock(dev: &FileDevice) -> Result<(SuperblockPair, Superblock)> {
+    let pair = read_superblocks(dev)?;
+    match pair.current() {
+        Some(sb) => {
+            let sb = sb.clone();
+            Ok((pair, sb))
+        }
+        None => Err(anyhow!(
+            "{}: no valid lfs superblock (primary: {}; secondary: {})",
+            dev.path().display(),
+            reason(&pair.primary),
+            reason(&pair.secondary)
+        )),
+    }
+}
+
+/// "valid" or the decode error.
+pub fn reason<T>(r: &Result<T, lfs::format::DecodeError>) -> String {
+    match r {
+        Ok(_) => "valid".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Seconds since the epoch as UTC `YYYY-MM-DD HH:MM:SS`.
+pub fn utc(secs: u64) -> String {
+    let days = secs / 86400;
+    let rem = secs % 86400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc(1_700_000_000), "2023-11-14 22:13:20 UTC");
+        assert_eq!(super::utc(951_782_400), "2000-02-29 00:00:00 UTC");
+    }
+}

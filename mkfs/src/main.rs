@@ -1,0 +1,335 @@
+//! `mkfs.lfs`: formats a block device or an image file with lfs.
+//!
+//! The binary only parses arguments, performs the safety checks that need
+//! the operating system (existing filesystems, loop devices, locks) and
+//! calls `lfs::mkfs`. Exit codes are listed in mkfs.lfs(8) and in
+//! [`Exit`].
+
+mod size;
+
+use std::fs;
+use std::io::ErrorKind;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use anyhow::{anyhow, Context};
+use clap::Parser;
+use lfs::blockdev::{BlockDevice, FileDevice, OpenOptions};
+use lfs::format;
+use lfs::mkfs::{human_bytes, Geometry, MkfsOptions};
+
+/// Exit statuses, as documented in mkfs.lfs(8).
+#[derive(Debug, Clone, Copy)]
+enum Exit {
+    /// Formatted (or, with -n, planned).
+    Ok = 0,
+    /// An operational error: I/O, permission, unwritable path.
+    Error = 1,
+    /// Bad usage or an option value out of range (also clap's code).
+    Usage = 2,
+    /// The device is smaller than the minimum for the geometry.
+    TooSmall = 3,
+    /// The device holds a filesystem and -f was not given.
+    Exists = 4,
+    /// The device is mounted, attached to a loop device, or in use by fsd.
+    Busy = 5,
+}
+
+/// A failure with the exit status it maps to.
+struct Failure(Exit, anyhow::Error);
+
+fn fail(code: Exit, e: impl Into<anyhow::Error>) -> Failure {
+    Failure(code, e.into())
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mkfs.lfs",
+    version,
+    about = "Create an lfs log-structured filesystem on a block device or image file",
+    after_help = "Exit status: 0 success, 1 error, 2 bad usage or option value, 3 device too \
+                  small, 4 existing filesystem (use -f), 5 device busy. See mkfs.lfs(8)."
+)]
+struct Args {
+    /// Block size in bytes: a power of two from 1024 to 65536.
+    #[arg(short = 'b', long, value_name = "BYTES", default_value_t = format::DEFAULT_BLOCK_SIZE)]
+    block_size: u32,
+
+    /// Blocks per segment (16 to 1048576).
+    #[arg(short = 'B', long, value_name = "N", default_value_t = format::DEFAULT_BLOCKS_PER_SEGMENT)]
+    blocks_per_segment: u32,
+
+    /// Percentage of segments reserved for the cleaner (0 to 50; at least 2 segments).
+    #[arg(short = 'm', long, value_name = "PERCENT", default_value_t = format::DEFAULT_RESERVED_PERCENT)]
+    reserved_percent: u32,
+
+    /// Filesystem label, up to 64 bytes.
+    #[arg(short = 'L', long, value_name = "LABEL", default_value = "")]
+    label: String,
+
+    /// Create the image file, or extend it, to SIZE bytes (suffixes K, M, G, T, P).
+    #[arg(short = 's', long, value_name = "SIZE", value_parser = size::parse_size)]
+    size: Option<u64>,
+
+    /// Print the geometry and write nothing.
+    #[arg(short = 'n', long)]
+    dry_run: bool,
+
+    /// Format even if the device holds a filesystem; allow shrinking an image with --size.
+    #[arg(short = 'f', long)]
+    force: bool,
+
+    /// Do not discard (TRIM) the device before formatting.
+    #[arg(short = 'K', long)]
+    no_discard: bool,
+
+    /// Print nothing but errors.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+
+    /// Block device or image file to format.
+    device: PathBuf,
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::from(Exit::Ok as u8),
+        Err(Failure(code, e)) => {
+            eprintln!("mkfs.lfs: {e:#}");
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Failure> {
+    let dev_path = &args.device;
+    let shown = dev_path.display().to_string();
+    let opts = options(args)?;
+    lfs::mkfs::validate(&opts).map_err(|e| fail(Exit::Usage, e))?;
+
+    let existing = fs::metadata(dev_path);
+    let is_blockdev = existing
+        .as_ref()
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    if let Some(size) = args.size {
+        if is_blockdev {
+            return Err(fail(
+                Exit::Usage,
+                anyhow!("{shown} is a block device: --size applies only to image files"),
+            ));
+        }
+        if args.dry_run {
+            let len = existing.as_ref().map(|m| m.len().max(size)).unwrap_or(size);
+            return report_plan(args, &shown, len, &opts, "image file");
+        }
+        // Refuse a too-small size before creating or resizing anything.
+        lfs::mkfs::plan(size, &opts).map_err(|e| plan_failure(&shown, e))?;
+        prepare_image(dev_path, size, args.force)?;
+    } else if let Err(e) = &existing {
+        return Err(fail(
+            Exit::Error,
+            anyhow!("cannot open {shown}: {e} (use --size SIZE to create an image file)"),
+        ));
+    }
+
+    if let Some(loopdev) = attached_loop_device(dev_path) {
+        return Err(fail(
+            Exit::Busy,
+            anyhow!("{shown} is attached to {loopdev}; format {loopdev} instead, or detach it"),
+        ));
+    }
+    let dev = FileDevice::open(
+        dev_path,
+        OpenOptions {
+            read_only: args.dry_run,
+            direct: false,
+            exclusive: true,
+        },
+    )
+    .map_err(|e| {
+        let code = if e.kind() == ErrorKind::ResourceBusy {
+            Exit::Busy
+        } else {
+            Exit::Error
+        };
+        fail(code, anyhow!(e))
+    })?;
+    let kind = if dev.is_block_device() {
+        "block device"
+    } else {
+        "image file"
+    };
+
+    if let Some(sig) = lfs::inspect::probe_signature(&dev).map_err(|e| fail(Exit::Error, e))? {
+        if !args.force && !args.dry_run {
+            return Err(fail(
+                Exit::Exists,
+                anyhow!(
+                    "{shown} already holds a filesystem ({}); use -f to overwrite it",
+                    sig.name()
+                ),
+            ));
+        }
+        if !args.quiet {
+            println!("{shown}: overwriting an existing {} filesystem", sig.name());
+        }
+    }
+    if args.dry_run {
+        return report_plan(args, &shown, dev.len(), &opts, kind);
+    }
+    // Planning first separates geometry errors from I/O errors.
+    lfs::mkfs::plan(dev.len(), &opts).map_err(|e| plan_failure(&shown, e))?;
+    let geo = lfs::mkfs::format(&dev, &opts).map_err(|e| {
+        fail(
+            Exit::Error,
+            anyhow!(e).context(format!("formatting {shown}")),
+        )
+    })?;
+    if !args.quiet {
+        print_geometry(&shown, kind, &geo, &opts, false);
+    }
+    Ok(())
+}
+
+fn report_plan(
+    args: &Args,
+    shown: &str,
+    len: u64,
+    opts: &MkfsOptions,
+    kind: &str,
+) -> Result<(), Failure> {
+    let geo = lfs::mkfs::plan(len, opts).map_err(|e| plan_failure(shown, e))?;
+    if !args.quiet {
+        print_geometry(shown, kind, &geo, opts, true);
+    }
+    Ok(())
+}
+
+/// Maps a planning error to its exit status and message.
+fn plan_failure(shown: &str, e: lfs::Error) -> Failure {
+    match e {
+        lfs::Error::DeviceTooSmall { min, .. } => fail(
+            Exit::TooSmall,
+            anyhow!(
+                "{shown}: {e} ({}); use a larger device or --size",
+                human_bytes(min)
+            ),
+        ),
+        e => fail(Exit::Usage, e),
+    }
+}
+
+fn options(args: &Args) -> Result<MkfsOptions, Failure> {
+    let mut rnd = [0u8; 20];
+    getrandom::getrandom(&mut rnd).map_err(|e| {
+        fail(
+            Exit::Error,
+            anyhow!("cannot get random bytes for the uuid: {e}"),
+        )
+    })?;
+    let mut uuid = [0u8; 16];
+    uuid.copy_from_slice(&rnd[..16]);
+    // RFC 4122 version 4 (random) uuid.
+    uuid[6] = (uuid[6] & 0x0f) | 0x40;
+    uuid[8] = (uuid[8] & 0x3f) | 0x80;
+    let seed = u32::from_le_bytes([rnd[16], rnd[17], rnd[18], rnd[19]]);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| fail(Exit::Error, anyhow!("the clock is before 1970: {e}")))?;
+    let mut o = MkfsOptions::new(uuid, seed, now.as_secs(), now.subsec_nanos());
+    o.block_size = args.block_size;
+    o.blocks_per_segment = args.blocks_per_segment;
+    o.reserved_percent = args.reserved_percent;
+    o.label = args.label.clone();
+    o.discard = !args.no_discard;
+    Ok(o)
+}
+
+/// Creates the image file or extends it to `size` bytes. Shrinking needs -f.
+fn prepare_image(path: &Path, size: u64, force: bool) -> Result<(), Failure> {
+    let shown = path.display();
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| {
+            fail(
+                Exit::Error,
+                anyhow!("cannot create image file {shown}: {e}"),
+            )
+        })?;
+    let cur = f
+        .metadata()
+        .map_err(|e| fail(Exit::Error, anyhow!("cannot stat {shown}: {e}")))?
+        .len();
+    if cur > size && !force {
+        return Err(fail(
+            Exit::Usage,
+            anyhow!(
+                "{shown} is {cur} bytes, larger than --size {size}; refusing to shrink it without -f"
+            ),
+        ));
+    }
+    if cur != size {
+        f.set_len(size)
+            .with_context(|| format!("resizing image file {shown} to {size} bytes"))
+            .map_err(|e| fail(Exit::Error, e))?;
+    }
+    Ok(())
+}
+
+/// The loop device that `path` is attached to, if any.
+fn attached_loop_device(path: &Path) -> Option<String> {
+    let want = fs::canonicalize(path).ok()?;
+    let entries = fs::read_dir("/sys/block").ok()?;
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("loop") {
+            continue;
+        }
+        let Ok(backing) = fs::read_to_string(e.path().join("loop/backing_file")) else {
+            continue;
+        };
+        if Path::new(backing.trim()) == want {
+            return Some(format!("/dev/{name}"));
+        }
+    }
+    None
+}
+
+fn print_geometry(shown: &str, kind: &str, geo: &Geometry, opts: &MkfsOptions, dry_run: bool) {
+    let verb = if dry_run { "would format" } else { "formatted" };
+    let dev_bytes = geo.total_blocks * u64::from(geo.block_size);
+    println!(
+        "mkfs.lfs {}: {verb} {shown} ({kind}, {})",
+        env!("CARGO_PKG_VERSION"),
+        human_bytes(dev_bytes)
+    );
+    println!("  block size          {} bytes", geo.block_size);
+    println!(
+        "  segment size        {} blocks ({})",
+        geo.blocks_per_segment,
+        human_bytes(geo.segment_bytes())
+    );
+    println!(
+        "  segments            {} ({} reserved for cleaning, {}%)",
+        geo.nsegments, geo.reserved_segments, geo.reserved_percent
+    );
+    println!("  device blocks       {}", geo.total_blocks);
+    println!("  usable space        {}", human_bytes(geo.usable_bytes()));
+    let label = if opts.label.is_empty() {
+        "(none)"
+    } else {
+        &opts.label
+    };
+    println!("  label               {label}");
+    if !dry_run {
+        println!("  uuid                {}", format::uuid_string(&opts.uuid));
+    }
+}
