@@ -51,6 +51,43 @@ pub enum Error {
     /// No space is left for the operation.
     #[error("no space left on device")]
     NoSpace,
+    /// No such file or directory.
+    #[error("no such file or directory")]
+    NotFound,
+    /// The name already exists.
+    #[error("file exists")]
+    Exists,
+    /// A directory was needed.
+    #[error("not a directory")]
+    NotDir,
+    /// A non-directory was needed.
+    #[error("is a directory")]
+    IsDir,
+    /// The directory is not empty.
+    #[error("directory not empty")]
+    NotEmpty,
+    /// A name is longer than 255 bytes.
+    #[error("file name too long")]
+    NameTooLong,
+    /// The filesystem is read-only, or went read-only after an error.
+    #[error("read-only filesystem{0}")]
+    ReadOnly(String),
+    /// The extended attribute does not exist.
+    #[error("no such attribute")]
+    NoData,
+    /// The offset or size is beyond what a file can hold.
+    #[error("file too large")]
+    FileTooLarge,
+    /// The operation is not permitted on this kind of file (e.g. a hard
+    /// link to a directory).
+    #[error("operation not permitted")]
+    NotPermitted,
+    /// The operation is not supported.
+    #[error("operation not supported")]
+    NotSupported,
+    /// The value does not fit (extended attributes).
+    #[error("value too large for the attribute block")]
+    TooBig,
     /// An argument was out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -15,9 +15,12 @@
 #![deny(unsafe_code)]
 
 pub mod blockdev;
+pub mod checkpoint;
 pub mod error;
 pub mod format;
+pub mod fs;
 pub mod inspect;
+pub mod log;
 pub mod mkfs;
 
 pub use error::{Error, Result};

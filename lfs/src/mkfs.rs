@@ -285,6 +285,7 @@ fn initial_log(sb: &Superblock, opts: &MkfsOptions) -> Vec<Vec<u8>> {
         crtime: now,
         nsec: [opts.now_nsec; 4],
         ino: ROOT_INO,
+        parent: ROOT_INO,
         ..Inode::default()
     };
     let meta_inode = |ino: u64, phys: u64, slots: u64, kind: MetaKind| {

@@ -27,7 +27,8 @@
 //! | 100 | 4 | reserved |
 //! | 104 | 15×8 | block map: 12 direct, single, double, triple indirect |
 //! | 224 | 8 | inode number |
-//! | 232 | 24 | reserved, zero |
+//! | 232 | 8 | parent directory (directories only; 0 otherwise) |
+//! | 240 | 16 | reserved, zero |
 //!
 //! Block map entries of user files and the inode file are virtual block
 //! numbers (translated by the DAT); those of the DAT, checkpoint file and
@@ -41,7 +42,7 @@ pub const INODE_SIZE: usize = 256;
 pub const BMAP_DIRECT: usize = 12;
 /// All block map slots: direct, then single, double and triple indirect.
 pub const BMAP_SLOTS: usize = BMAP_DIRECT + 3;
-const USED: usize = 232;
+const USED: usize = 240;
 
 /// A decoded inode record.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -80,6 +81,8 @@ pub struct Inode {
     pub bmap: [u64; BMAP_SLOTS],
     /// This inode's number.
     pub ino: u64,
+    /// For a directory, its parent directory (the root is its own parent).
+    pub parent: u64,
 }
 
 impl Inode {
@@ -108,6 +111,7 @@ impl Inode {
             w.u64(b);
         }
         w.u64(self.ino);
+        w.u64(self.parent);
         debug_assert_eq!(w.len() - start, USED);
         w.zeros(INODE_SIZE - USED);
     }
@@ -154,6 +158,7 @@ impl Inode {
             *b = r.u64()?;
         }
         let ino = r.u64()?;
+        let parent = r.u64()?;
         Ok(Inode {
             mode,
             uid,
@@ -172,6 +177,7 @@ impl Inode {
             rdev,
             bmap,
             ino,
+            parent,
         })
     }
 
@@ -206,6 +212,7 @@ pub(crate) mod tests {
             rdev: 12,
             bmap: [0; BMAP_SLOTS],
             ino: 77,
+            parent: 5,
         };
         i.bmap[0] = 0x0102030405060708;
         i.bmap[14] = 0xff;
@@ -219,7 +226,8 @@ pub(crate) mod tests {
         assert_eq!(&b[104..112], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(&b[216..224], &[0xff, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(&b[224..232], &[77, 0, 0, 0, 0, 0, 0, 0]);
-        assert!(b[232..].iter().all(|&x| x == 0));
+        assert_eq!(&b[232..240], &[5, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(b[240..].iter().all(|&x| x == 0));
         assert_eq!(Inode::decode(&b).unwrap(), i);
     }
 
@@ -268,7 +276,7 @@ pub(crate) mod tests {
                 any::<u64>(),
                 any::<u32>(),
                 any::<[u64; BMAP_SLOTS]>(),
-                any::<u64>(),
+                any::<[u64; 2]>(),
             ),
         )
             .prop_map(|(a, t, c)| Inode {
@@ -288,7 +296,8 @@ pub(crate) mod tests {
                 xattr_block: c.2,
                 rdev: c.3,
                 bmap: c.4,
-                ino: c.5,
+                ino: c.5[0],
+                parent: c.5[1],
             })
     }
 

@@ -34,6 +34,9 @@ use super::{CNO_LIVE, STRUCT_VERSION};
 
 /// Size of the header at the start of every metadata block.
 pub const META_HEADER_SIZE: usize = 16;
+/// Size of a block pointer in an indirect block; also the alignment unit
+/// of directory and extended attribute blocks.
+pub const NODE_PTR_SIZE: usize = 8;
 /// Size of a DAT entry.
 pub const DAT_ENTRY_SIZE: usize = 32;
 /// Size of a checkpoint entry (and of the checkpoint file header).
@@ -69,6 +72,13 @@ pub enum MetaKind {
     Cpfile,
     /// The segment usage file.
     Sufile,
+    /// An indirect block of any file: 8-byte block pointers.
+    Node,
+    /// A directory block: packed directory entries (8-byte aligned), the
+    /// first entry with inode number 0 or the block end terminating them.
+    Dir,
+    /// An inode's extended attribute block (see lfs(5)).
+    Xattr,
 }
 
 impl MetaKind {
@@ -79,6 +89,9 @@ impl MetaKind {
             MetaKind::Dat => *b"LFSD",
             MetaKind::Cpfile => *b"LFSC",
             MetaKind::Sufile => *b"LFSU",
+            MetaKind::Node => *b"LFSN",
+            MetaKind::Dir => *b"LFSE",
+            MetaKind::Xattr => *b"LFSX",
         })
     }
     /// Size of one record.
@@ -88,6 +101,7 @@ impl MetaKind {
             MetaKind::Dat => DAT_ENTRY_SIZE,
             MetaKind::Cpfile => CHECKPOINT_ENTRY_SIZE,
             MetaKind::Sufile => SEGUSAGE_SIZE,
+            MetaKind::Node | MetaKind::Dir | MetaKind::Xattr => NODE_PTR_SIZE,
         }
     }
     /// Records in one block of `block_size` bytes.
@@ -106,6 +120,9 @@ impl MetaKind {
             MetaKind::Dat => "DAT block",
             MetaKind::Cpfile => "checkpoint file block",
             MetaKind::Sufile => "segment usage block",
+            MetaKind::Node => "indirect block",
+            MetaKind::Dir => "directory block",
+            MetaKind::Xattr => "extended attribute block",
         }
     }
 }

@@ -30,6 +30,7 @@ mod log;
 mod meta;
 mod superblock;
 mod superroot;
+pub mod targets;
 
 pub use codec::{crc_seeded, log_crc_start, DecodeError, Reader, Writer};
 pub use dirent::{name_hash, DirEntry, FileType, MAX_NAME_LEN};
@@ -41,7 +42,7 @@ pub use log::{
 pub use meta::{
     CheckpointEntry, CpFileHeader, DatEntry, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
     CHECKPOINT_ENTRY_SIZE, CP_FLAG_INVALID, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT, DAT_ENTRY_SIZE,
-    META_HEADER_SIZE, SEGUSAGE_SIZE, SU_FLAG_ACTIVE, SU_FLAG_DIRTY, SU_FLAG_ERROR,
+    META_HEADER_SIZE, NODE_PTR_SIZE, SEGUSAGE_SIZE, SU_FLAG_ACTIVE, SU_FLAG_DIRTY, SU_FLAG_ERROR,
 };
 pub use superblock::{
     reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,

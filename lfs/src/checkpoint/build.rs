@@ -1,0 +1,593 @@
+//! Building a checkpoint.
+//!
+//! Order of the payload in the logs: user file blocks (data, directory,
+//! extended attribute and indirect blocks, grouped by inode), inode file
+//! blocks, then the physically addressed files (DAT, checkpoint file,
+//! segment usage file, each with its indirect blocks), then the super
+//! root. Virtual blocks are numbered first; the physical layout is then
+//! planned, with the set of segment usage blocks grown until it covers
+//! every segment the checkpoint touches (it converges in a few rounds).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use crate::format::{
+    BlockEntry, BlockKind, CheckpointEntry, Inode, LogHeader, LogSummary, MetaBlockHeader,
+    MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, DAT_INO, IFILE_INO, INODE_SIZE,
+    LOG_FLAG_SUPER_ROOT, SUFILE_INO,
+};
+use crate::fs::bmap::{BlockMap, NodeId};
+use crate::fs::state::State;
+use crate::log::layout::{self, Layout};
+use crate::{Error, Result};
+
+/// One contiguous write.
+#[derive(Debug)]
+pub struct Run {
+    /// First block address.
+    pub block: u64,
+    /// The blocks.
+    pub blocks: Vec<Arc<Vec<u8>>>,
+}
+
+/// What a built checkpoint needs written, and what to do after.
+#[derive(Debug)]
+pub struct Plan {
+    /// Writes, in order.
+    pub runs: Vec<Run>,
+    /// The checkpoint number.
+    pub cno: u64,
+    /// The log holding the super root.
+    pub sr_block: u64,
+    /// Its sequence number.
+    pub sr_seq: u64,
+    /// `mods` this checkpoint covers.
+    pub mods: u64,
+    /// Segments freed by this checkpoint (reusable after the superblock
+    /// points at it).
+    pub freed: Vec<u64>,
+}
+
+struct Payload {
+    entry: BlockEntry,
+    data: Arc<Vec<u8>>,
+}
+
+fn node_first_offset(map: &BlockMap, id: NodeId, p: u64) -> u64 {
+    // The first data offset the node maps, for the summary entry.
+    let direct = crate::format::BMAP_DIRECT as u64;
+    let base = match id.tree {
+        1 => direct,
+        2 => direct + p,
+        _ => direct + p + p * p,
+    };
+    let _ = map;
+    base + id.index * p.pow(u32::from(id.level))
+}
+
+impl State {
+    /// True if anything changed since the last checkpoint.
+    pub fn needs_checkpoint(&self) -> bool {
+        self.mods != self.durable_mods
+    }
+
+    /// Builds checkpoint `cno + 1` from every change so far.
+    pub fn build_checkpoint(&mut self, now_ns: u64, minor: bool) -> Result<Plan> {
+        let new_cno = self.cno + 1;
+        let now_s = now_ns / 1_000_000_000;
+        let bs = self.bs;
+        let seed = self.seed;
+        let p = crate::fs::bmap::ptrs_per_node(bs);
+        let freed = self.segs.collect_free();
+        let mut virt: Vec<Payload> = Vec::new();
+        let mut allocated: Vec<u64> = Vec::new();
+        self.inflight.clear();
+        // Every dirty block goes into this checkpoint's logs.
+        self.dirty_blocks = 0;
+
+        // 1. User files.
+        let mut inos: Vec<u64> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| {
+                !n.dirty.is_empty()
+                    || n.bmap.is_dirty()
+                    || n.xattr_dirty
+                    || n.dir.as_ref().is_some_and(|d| d.is_dirty())
+            })
+            .map(|(&i, _)| i)
+            .collect();
+        inos.sort_unstable();
+        for ino in inos {
+            let mut inode = self.raw_inode(ino)?;
+            let mut node = self.nodes.remove(&ino).expect("listed above");
+            if let Some(d) = node.dir.as_mut() {
+                for (b, blk) in d.take_dirty(seed) {
+                    node.dirty.insert(b, blk);
+                }
+                inode.size = d.nblocks() * bs as u64;
+            }
+            let is_reg = inode.mode & 0o170000 == crate::fs::state::S_IFREG;
+            for (off, blk) in std::mem::take(&mut node.dirty) {
+                let v = self.dat.alloc();
+                allocated.push(v);
+                let old = node.bmap.set(off, v);
+                self.retire(old);
+                let data = Arc::new(blk);
+                if is_reg || inode.mode & 0o170000 == crate::fs::state::S_IFLNK {
+                    self.inflight.insert((ino, off), data.clone());
+                }
+                virt.push(Payload {
+                    entry: BlockEntry {
+                        ino,
+                        offset: off,
+                        vblock: v,
+                        kind: BlockKind::Data,
+                    },
+                    data,
+                });
+            }
+            if node.xattr_dirty {
+                node.xattr_dirty = false;
+                let old = inode.xattr_block;
+                self.retire(old);
+                inode.xattr_block = 0;
+                if let Some(x) = node.xattrs.as_ref().filter(|x| !x.is_empty()) {
+                    let v = self.dat.alloc();
+                    allocated.push(v);
+                    inode.xattr_block = v;
+                    virt.push(Payload {
+                        entry: BlockEntry {
+                            ino,
+                            offset: 0,
+                            vblock: v,
+                            kind: BlockKind::Xattr,
+                        },
+                        data: Arc::new(crate::fs::xattr::encode(x, bs, seed)),
+                    });
+                }
+            }
+            self.write_nodes(ino, &mut node.bmap, p, &mut virt, &mut allocated);
+            inode.bmap = node.bmap.root();
+            inode.blocks = node.bmap.len() as u64 + node.bmap.node_addrs().count() as u64;
+            self.nodes.insert(ino, node);
+            self.put_inode(inode)?;
+        }
+
+        // 2. The inode file.
+        let dirty_ifile: Vec<u64> = std::mem::take(&mut self.ifile_dirty).into_iter().collect();
+        for b in dirty_ifile {
+            let blk = self.encode_ifile_block(b)?;
+            let v = self.dat.alloc();
+            allocated.push(v);
+            let old = self.ifile_map.set(b, v);
+            self.retire(old);
+            virt.push(Payload {
+                entry: BlockEntry {
+                    ino: IFILE_INO,
+                    offset: b,
+                    vblock: v,
+                    kind: BlockKind::Data,
+                },
+                data: Arc::new(blk),
+            });
+        }
+        let mut ifile_map = std::mem::replace(&mut self.ifile_map, BlockMap::new(bs));
+        self.write_nodes(IFILE_INO, &mut ifile_map, p, &mut virt, &mut allocated);
+        self.ifile_map = ifile_map;
+        self.ifile.bmap = self.ifile_map.root();
+        self.ifile.size = self.next_ino * INODE_SIZE as u64;
+        self.ifile.blocks =
+            self.ifile_map.len() as u64 + self.ifile_map.node_addrs().count() as u64;
+        self.ifile.mtime = (now_s) as i64;
+
+        // 3. Which blocks of the physical files change.
+        let per_dat = MetaKind::Dat.per_block(bs) as u64;
+        let mut dat_blocks = self.dat.take_dirty();
+        dat_blocks.extend(allocated.iter().map(|v| v / per_dat));
+        let per_cp = MetaKind::Cpfile.per_block(bs) as u64;
+        let cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
+        // Read their current contents before they get new addresses.
+        let mut cp_old = std::collections::HashMap::new();
+        for &b in &cp_blocks {
+            cp_old.insert(b, self.cp_block(b)?);
+        }
+        let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
+        let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
+        let retired: Vec<u64> = std::mem::take(&mut self.retired_phys);
+        let mut old_segs: BTreeSet<u64> = retired.iter().filter_map(|&a| self.seg_of(a)).collect();
+        for (map, blocks, nodes) in [
+            (&self.dat_map, &dat_blocks, &dat_nodes),
+            (&self.cp_map, &cp_blocks, &cp_nodes),
+        ] {
+            old_segs.extend(
+                blocks
+                    .iter()
+                    .filter_map(|&b| self.sb.segment_of(map.get(b))),
+            );
+            old_segs.extend(
+                nodes
+                    .iter()
+                    .filter_map(|&n| self.sb.segment_of(map.node_addr(n))),
+            );
+        }
+        old_segs.extend(freed.iter().copied());
+        old_segs.insert(self.head.seg);
+        let mut su_blocks: BTreeSet<u64> = self.segs.take_dirty();
+        su_blocks.insert(0);
+        let bps = u64::from(self.sb.blocks_per_segment);
+        let sb = self.sb.clone();
+        let (layout, su_nodes) = loop {
+            let su_nodes = dirty_nodes_for(&self.su_map, &su_blocks);
+            let n = (virt.len()
+                + dat_blocks.len()
+                + dat_nodes.len()
+                + cp_blocks.len()
+                + cp_nodes.len()
+                + su_blocks.len()
+                + su_nodes.len()) as u64;
+            let clean = self.segs.peek_clean((n / bps + 3) as usize);
+            let lay = layout::plan(self.head, n, bs, |s| sb.segment_start(s), bps, &clean)
+                .ok_or(Error::NoSpace)?;
+            let mut touched = old_segs.clone();
+            touched.extend(lay.spans.iter().map(|s| s.seg));
+            touched.extend(lay.taken.iter().copied());
+            touched.extend(lay.left.iter().copied());
+            touched.extend(
+                su_nodes
+                    .iter()
+                    .filter_map(|&n| sb.segment_of(self.su_map.node_addr(n))),
+            );
+            touched.extend(
+                su_blocks
+                    .iter()
+                    .filter_map(|&b| sb.segment_of(self.su_map.get(b))),
+            );
+            let need: BTreeSet<u64> = touched.iter().map(|&s| self.segs.block_of(s)).collect();
+            if need.is_subset(&su_blocks) {
+                break (lay, su_nodes);
+            }
+            su_blocks.extend(need);
+        };
+
+        // 4. Segment bookkeeping for the layout, then addresses.
+        // Taken first: a segment entered and left within this checkpoint
+        // must end inactive.
+        for &s in &layout.taken {
+            self.segs.take(s, now_s);
+        }
+        for &s in &layout.left {
+            self.segs.deactivate(s);
+        }
+        let first_seq = self.seq;
+        for (i, span) in layout.spans.iter().enumerate() {
+            self.segs
+                .written(span.seg, span.nblocks() as u32, first_seq + i as u64, now_s);
+        }
+        let mut addrs = layout
+            .spans
+            .iter()
+            .flat_map(|s| (0..s.nentries).map(move |i| s.payload_addr(i)));
+        let mut next_addr = || addrs.next().expect("layout holds every payload block");
+        for pl in &virt {
+            let a = next_addr();
+            self.dat.assign(pl.entry.vblock, a, new_cno);
+            if let Some(s) = self.seg_of(a) {
+                self.segs.add_live(s, 1);
+            }
+        }
+        for a in retired {
+            if let Some(s) = self.seg_of(a) {
+                self.segs.add_live(s, -1);
+            }
+        }
+        let dat_addrs = self.place_phys(PhysFile::Dat, &dat_blocks, &dat_nodes, &mut next_addr);
+        let cp_addrs = self.place_phys(PhysFile::Cp, &cp_blocks, &cp_nodes, &mut next_addr);
+        let su_addrs = self.place_phys(PhysFile::Su, &su_blocks, &su_nodes, &mut next_addr);
+        let _ = self.dat.take_dirty();
+
+        // 5. Encode the physical files now that every address is known.
+        let mut phys_payload: Vec<Payload> = Vec::new();
+        for &b in &dat_blocks {
+            phys_payload.push(phys(
+                DAT_INO,
+                b,
+                BlockKind::Data,
+                self.dat.encode_block(b, bs, seed),
+            ));
+        }
+        for &n in &dat_nodes {
+            let off = node_first_offset(&self.dat_map, n, p);
+            let blk = self.dat_map.encode_node(n, bs, seed);
+            phys_payload.push(phys(DAT_INO, off, BlockKind::Indirect(n.level), blk));
+        }
+        let entry = CheckpointEntry {
+            cno: new_cno,
+            flags: if minor { CP_FLAG_MINOR } else { 0 },
+            ctime_ns: now_ns,
+            nblk_inc: layout.spans.iter().map(|s| s.nblocks()).sum(),
+            inodes_count: self.inodes_count,
+            blocks_count: self.dat.iter_used().count() as u64,
+            next_snapshot: 0,
+            prev_snapshot: 0,
+            ifile: self.ifile.clone(),
+        };
+        self.cp_header.ncheckpoints += 1;
+        for &b in &cp_blocks {
+            let blk = self.encode_cp_block(b, cp_old.remove(&b).unwrap_or_default(), &entry);
+            if b == new_cno / per_cp {
+                self.cp_last_block = Some((b, blk.clone()));
+            }
+            phys_payload.push(phys(CPFILE_INO, b, BlockKind::Data, blk));
+        }
+        for &n in &cp_nodes {
+            let off = node_first_offset(&self.cp_map, n, p);
+            let blk = self.cp_map.encode_node(n, bs, seed);
+            phys_payload.push(phys(CPFILE_INO, off, BlockKind::Indirect(n.level), blk));
+        }
+        let stray = self.segs.take_dirty();
+        debug_assert!(
+            stray.is_subset(&su_blocks),
+            "usage blocks {stray:?} not planned"
+        );
+        for &b in &su_blocks {
+            phys_payload.push(phys(
+                SUFILE_INO,
+                b,
+                BlockKind::Data,
+                self.segs.encode_block(b, bs, seed),
+            ));
+        }
+        for &n in &su_nodes {
+            let off = node_first_offset(&self.su_map, n, p);
+            let blk = self.su_map.encode_node(n, bs, seed);
+            phys_payload.push(phys(SUFILE_INO, off, BlockKind::Indirect(n.level), blk));
+        }
+        let _ = (dat_addrs, cp_addrs, su_addrs);
+
+        // 6. The super root and the logs.
+        if !minor {
+            self.nongc_ctime_ns = now_ns;
+        }
+        let last_seq = first_seq + layout.spans.len() as u64 - 1;
+        let sr = SuperRoot {
+            cno: new_cno,
+            seq: last_seq,
+            ctime_ns: now_ns,
+            nongc_ctime_ns: self.nongc_ctime_ns,
+            dat: meta_inode(
+                DAT_INO,
+                &self.dat_map,
+                self.dat.nslots(),
+                MetaKind::Dat,
+                now_s,
+            ),
+            cpfile: meta_inode(
+                CPFILE_INO,
+                &self.cp_map,
+                new_cno + 1,
+                MetaKind::Cpfile,
+                now_s,
+            ),
+            sufile: meta_inode(
+                SUFILE_INO,
+                &self.su_map,
+                self.segs.len() + 1,
+                MetaKind::Sufile,
+                now_s,
+            ),
+        };
+        let sr_block = Arc::new(sr.encode(bs, seed));
+        let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
+        let (runs, sr_at) = build_runs(
+            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed,
+        );
+
+        self.seq = last_seq + 1;
+        self.cno = new_cno;
+        self.head = layout.head;
+        Ok(Plan {
+            runs,
+            cno: new_cno,
+            sr_block: sr_at,
+            sr_seq: last_seq,
+            mods: self.mods,
+            freed,
+        })
+    }
+
+    /// Rewrites the indirect blocks of a virtually addressed file whose
+    /// pointers changed, bottom-up.
+    fn write_nodes(
+        &mut self,
+        ino: u64,
+        map: &mut BlockMap,
+        p: u64,
+        virt: &mut Vec<Payload>,
+        allocated: &mut Vec<u64>,
+    ) {
+        for id in map.take_dirty_nodes() {
+            if map.node_is_empty(id) {
+                let old = map.remove_node(id);
+                self.retire(old);
+                continue;
+            }
+            let v = self.dat.alloc();
+            allocated.push(v);
+            let old = map.set_node(id, v);
+            self.retire(old);
+            let blk = map.encode_node(id, self.bs, self.seed);
+            virt.push(Payload {
+                entry: BlockEntry {
+                    ino,
+                    offset: node_first_offset(map, id, p),
+                    vblock: v,
+                    kind: BlockKind::Indirect(id.level),
+                },
+                data: Arc::new(blk),
+            });
+        }
+    }
+
+    /// Gives the changed blocks and indirect blocks of a physically
+    /// addressed file their new addresses, moving live counts.
+    fn place_phys(
+        &mut self,
+        f: PhysFile,
+        blocks: &BTreeSet<u64>,
+        nodes: &[NodeId],
+        next: &mut dyn FnMut() -> u64,
+    ) -> Vec<u64> {
+        let mut out = Vec::new();
+        let mut moves = Vec::new();
+        {
+            let map = match f {
+                PhysFile::Dat => &mut self.dat_map,
+                PhysFile::Cp => &mut self.cp_map,
+                PhysFile::Su => &mut self.su_map,
+            };
+            for &b in blocks {
+                let a = next();
+                moves.push((map.set(b, a), a));
+                out.push(a);
+            }
+            let dirty = map.take_dirty_nodes();
+            debug_assert_eq!(dirty, nodes);
+            for &n in nodes {
+                let a = next();
+                moves.push((map.set_node(n, a), a));
+                out.push(a);
+            }
+        }
+        for (old, new) in moves {
+            if let Some(s) = self.seg_of(old) {
+                self.segs.add_live(s, -1);
+            }
+            if let Some(s) = self.seg_of(new) {
+                self.segs.add_live(s, 1);
+            }
+        }
+        out
+    }
+
+    /// The current contents of checkpoint file block `b`.
+    fn cp_block(&self, b: u64) -> Result<Vec<u8>> {
+        Ok(match &self.cp_last_block {
+            Some((lb, data)) if *lb == b => data.clone(),
+            _ => match self.cp_map.get(b) {
+                0 => vec![0u8; self.bs],
+                a => self.read_meta(a, MetaKind::Cpfile)?,
+            },
+        })
+    }
+
+    /// Checkpoint file block `b` (current contents `blk`) with the header
+    /// and `entry` in place.
+    fn encode_cp_block(&self, b: u64, mut blk: Vec<u8>, entry: &CheckpointEntry) -> Vec<u8> {
+        let bs = self.bs;
+        blk.resize(bs, 0);
+        let mut put = |slot: u64, rec: Vec<u8>| {
+            let (blk_idx, off) = MetaKind::Cpfile.locate(slot, bs);
+            if blk_idx == b {
+                blk[off..off + rec.len()].copy_from_slice(&rec);
+            }
+        };
+        let mut w = Writer::default();
+        self.cp_header.encode_into(&mut w);
+        put(0, w.into_vec());
+        let mut w = Writer::default();
+        entry.encode_into(&mut w);
+        put(entry.cno, w.into_vec());
+        MetaBlockHeader::seal(&mut blk, MetaKind::Cpfile, self.seed);
+        blk
+    }
+}
+
+#[derive(Clone, Copy)]
+enum PhysFile {
+    Dat,
+    Cp,
+    Su,
+}
+
+fn phys(ino: u64, offset: u64, kind: BlockKind, data: Vec<u8>) -> Payload {
+    Payload {
+        entry: BlockEntry {
+            ino,
+            offset,
+            vblock: 0,
+            kind,
+        },
+        data: Arc::new(data),
+    }
+}
+
+/// The indirect blocks that change if `blocks` of a physical file move.
+fn dirty_nodes_for(map: &BlockMap, blocks: &BTreeSet<u64>) -> Vec<NodeId> {
+    let mut m = map.clone();
+    let _ = m.take_dirty_nodes();
+    for &b in blocks {
+        m.set(b, u64::MAX);
+    }
+    m.take_dirty_nodes()
+}
+
+fn meta_inode(ino: u64, map: &BlockMap, slots: u64, kind: MetaKind, now: u64) -> Inode {
+    Inode {
+        mode: 0o100600,
+        nlink: 1,
+        size: slots * kind.record_size() as u64,
+        blocks: map.len() as u64 + map.node_addrs().count() as u64,
+        mtime: now as i64,
+        ctime: now as i64,
+        bmap: map.root(),
+        ino,
+        ..Inode::default()
+    }
+}
+
+/// Turns the layout and payload into writes: one run per log.
+#[allow(clippy::too_many_arguments)]
+fn build_runs(
+    layout: &Layout,
+    payload: &[Payload],
+    sr_block: Arc<Vec<u8>>,
+    first_seq: u64,
+    now_ns: u64,
+    cno: u64,
+    bs: usize,
+    seed: u32,
+) -> (Vec<Run>, u64) {
+    let mut runs = Vec::new();
+    let mut at = 0usize;
+    let mut sr_at = 0;
+    for (i, span) in layout.spans.iter().enumerate() {
+        let n = span.nentries as usize;
+        let part = &payload[at..at + n];
+        at += n;
+        let flags = if span.super_root {
+            LOG_FLAG_SUPER_ROOT
+        } else {
+            0
+        };
+        let mut summary = LogSummary {
+            header: LogHeader::new(flags, first_seq + i as u64, now_ns, span.next_seg, cno),
+            entries: part.iter().map(|p| p.entry).collect(),
+        };
+        let mut body: Vec<Arc<Vec<u8>>> = part.iter().map(|p| p.data.clone()).collect();
+        if span.super_root {
+            body.push(sr_block.clone());
+            sr_at = span.start;
+        }
+        let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+        let sum = summary.encode(bs, seed, &refs);
+        debug_assert_eq!(u64::from(summary.header.nblocks), span.nblocks());
+        let mut blocks: Vec<Arc<Vec<u8>>> = sum.chunks(bs).map(|c| Arc::new(c.to_vec())).collect();
+        blocks.extend(body);
+        runs.push(Run {
+            block: span.start,
+            blocks,
+        });
+    }
+    (runs, sr_at)
+}

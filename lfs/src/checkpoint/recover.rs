@@ -1,0 +1,351 @@
+//! Mount-time recovery: find the last checkpoint and load the state.
+//!
+//! From the current superblock's cursor, logs are followed in increasing
+//! sequence order: end to end inside a segment, then to the segment named
+//! by the logs' next-segment field. The last valid log that ends in a
+//! super root is the checkpoint; logs after it (a checkpoint that was
+//! being written when the system stopped) are discarded. They may be
+//! overwritten at once: every log written afterwards has a higher sequence
+//! number, so a leftover never continues a chain (lfs(5)).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::blockdev::BlockDevice;
+use crate::format::{
+    CheckpointEntry, CpFileHeader, LogHeader, LogSummary, MetaKind, SuperRoot, Superblock,
+    FIRST_USER_INO, INODE_SIZE,
+};
+use crate::fs::bmap::BlockMap;
+use crate::fs::state::{read_block, State};
+use crate::inspect::read_superblocks;
+use crate::log::dat::Dat;
+use crate::log::layout::{Head, MIN_LOG_BLOCKS};
+use crate::log::segments::Segments;
+use crate::{Error, Result};
+
+/// What recovery found, for the mount's log line.
+#[derive(Debug, Clone)]
+pub struct RecoveryReport {
+    /// Checkpoint mounted.
+    pub cno: u64,
+    /// Valid logs read from the cursor on.
+    pub logs_scanned: usize,
+    /// Logs after the checkpoint that were discarded.
+    pub logs_discarded: usize,
+    /// Whether the filesystem had been unmounted cleanly.
+    pub was_clean: bool,
+}
+
+struct Found {
+    block: u64,
+    header: LogHeader,
+    super_root: Option<SuperRoot>,
+}
+
+fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Option<Found> {
+    let bs = sb.block_size as usize;
+    let seg = sb.segment_of(block)?;
+    let seg_end = sb.segment_start(seg) + u64::from(sb.blocks_per_segment);
+    let first = read_block(dev, block, bs).ok()?;
+    let header = LogHeader::decode_unverified(&first).ok()?;
+    if block + u64::from(header.nblocks) > seg_end {
+        return None;
+    }
+    let mut sum = first;
+    for b in 1..u64::from(header.nsummary_blocks) {
+        sum.extend(read_block(dev, block + b, bs).ok()?);
+    }
+    let summary = LogSummary::decode(&sum, bs, sb.crc_seed).ok()?;
+    let nbody = u64::from(header.nblocks - header.nsummary_blocks);
+    let start = block + u64::from(header.nsummary_blocks);
+    let body: Vec<Vec<u8>> = (0..nbody)
+        .map(|i| read_block(dev, start + i, bs).ok())
+        .collect::<Option<_>>()?;
+    let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
+    summary.verify_body(sb.crc_seed, &refs).ok()?;
+    let super_root = if header.has_super_root() {
+        let sr = SuperRoot::decode(body.last()?, sb.crc_seed).ok()?;
+        if sr.seq != header.seq || sr.cno != header.cno {
+            return None;
+        }
+        Some(sr)
+    } else {
+        None
+    };
+    Some(Found {
+        block,
+        header,
+        super_root,
+    })
+}
+
+/// Follows the log chain from `start` (whose sequence must be `seq`).
+fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Vec<Found> {
+    let mut logs: Vec<Found> = Vec::new();
+    let mut pos = start;
+    let mut min_seq = seq;
+    let mut jumped_for = None;
+    let limit = sb.nsegments * u64::from(sb.blocks_per_segment);
+    for _ in 0..limit {
+        let ok = read_log(dev, sb, pos).filter(|l| {
+            if logs.is_empty() {
+                l.header.seq == seq
+            } else {
+                l.header.seq >= min_seq
+            }
+        });
+        match ok {
+            Some(l) => {
+                min_seq = l.header.seq + 1;
+                pos = l.block + u64::from(l.header.nblocks);
+                let seg = sb.segment_of(l.block).unwrap_or(0);
+                if pos >= sb.segment_start(seg) + u64::from(sb.blocks_per_segment) {
+                    pos = sb.segment_start(l.header.next_segment);
+                }
+                logs.push(l);
+            }
+            None => {
+                // The writer leaves a segment early only when fewer than
+                // MIN_LOG_BLOCKS remain; only then continue in the segment
+                // it named next. Anywhere else a missing log ends the
+                // chain, even if later logs of the same checkpoint landed.
+                let Some(last) = logs.last() else { break };
+                let seg = sb.segment_of(pos).unwrap_or(0);
+                let seg_end = sb.segment_start(seg) + u64::from(sb.blocks_per_segment);
+                let np = sb.segment_start(last.header.next_segment);
+                if pos + MIN_LOG_BLOCKS <= seg_end
+                    || np == pos
+                    || jumped_for == Some(pos)
+                    || last.header.next_segment >= sb.nsegments
+                {
+                    break;
+                }
+                jumped_for = Some(np);
+                pos = np;
+            }
+        }
+    }
+    logs
+}
+
+impl State {
+    /// Recovers the filesystem on `dev` and returns its state. With
+    /// `read_only` false, also marks the superblock dirty (mounted).
+    pub fn recover(dev: Arc<dyn BlockDevice>, read_only: bool) -> Result<(State, RecoveryReport)> {
+        let pair = read_superblocks(dev.as_ref())?;
+        let Some(sb) = pair.current().cloned() else {
+            return Err(Error::Unsupported(format!(
+                "no valid lfs superblock (primary: {}; secondary: {})",
+                reason(&pair.primary),
+                reason(&pair.secondary)
+            )));
+        };
+        if sb.read_only_only() && !read_only {
+            return Err(Error::ReadOnly(format!(
+                ": unknown ro-compat features {:#x}; mount read-only",
+                sb.feature_ro_compat & !crate::format::FEATURE_RO_COMPAT_KNOWN
+            )));
+        }
+        let mut logs = scan(dev.as_ref(), &sb, sb.last_log_block, sb.last_seq);
+        if logs.first().is_none_or(|l| l.super_root.is_none()) {
+            // The cursor's log is gone: try the other copy's cursor.
+            let other = [&pair.primary, &pair.secondary]
+                .into_iter()
+                .filter_map(|r| r.as_ref().ok())
+                .find(|o| o.last_log_block != sb.last_log_block);
+            if let Some(o) = other {
+                logs = scan(dev.as_ref(), &sb, o.last_log_block, o.last_seq);
+            }
+        }
+        let Some(last_sr) = logs.iter().rposition(|l| l.super_root.is_some()) else {
+            return Err(Error::Corrupted {
+                what: "checkpoint",
+                location: format!("log at block {} named by the superblock", sb.last_log_block),
+                source: crate::format::DecodeError::InvalidField {
+                    what: "log",
+                    field: "super root",
+                    value: sb.last_log_block,
+                },
+            });
+        };
+        let max_seq = logs
+            .iter()
+            .map(|l| l.header.seq)
+            .max()
+            .unwrap_or(sb.last_seq);
+        let report = RecoveryReport {
+            cno: logs[last_sr].header.cno,
+            logs_scanned: logs.len(),
+            logs_discarded: logs.len() - last_sr - 1,
+            was_clean: sb.state == crate::format::FsState::Clean,
+        };
+        let l = &logs[last_sr];
+        let sr = l.super_root.clone().expect("found above");
+        let mut st = load(dev, sb, &sr)?;
+        // Logs of the discarded tail may lie beyond the chain where the scan
+        // could not see them; fewer than `total_blocks` logs fit on the
+        // device, so skipping that many sequence numbers puts every new log
+        // above any leftover, and the scan (which needs increasing
+        // sequence numbers) never continues into one.
+        st.seq = max_seq + st.sb.total_blocks + 1;
+        let seg = st.sb.segment_of(l.block).unwrap_or(0);
+        st.head = Head {
+            seg,
+            block: l.block + u64::from(l.header.nblocks),
+            next_seg: l.header.next_segment,
+        };
+        let now = now_secs();
+        if st.segs.get(st.head.next_seg).is_clean() {
+            st.segs.take(st.head.next_seg, now);
+        }
+        st.sb.last_log_block = l.block;
+        st.sb.last_seq = l.header.seq;
+        st.sb.last_cno = sr.cno;
+        st.sb_gens = [
+            pair.primary.as_ref().map_or(0, |s| s.generation),
+            pair.secondary.as_ref().map_or(0, |s| s.generation),
+        ];
+        if !read_only {
+            st.sb.state = crate::format::FsState::Dirty;
+            st.sb.mount_count += 1;
+            st.write_superblock(now)?;
+        }
+        Ok((st, report))
+    }
+
+    /// Writes the superblock (cursor, state) to the older copy and flushes.
+    pub fn write_superblock(&mut self, now: u64) -> Result<()> {
+        self.sb_written_cno = self.sb.last_cno;
+        let gen = self.sb_gens[0].max(self.sb_gens[1]) + 1;
+        self.sb.generation = gen;
+        self.sb.wtime = now;
+        let bs = u64::from(self.sb.block_size);
+        let (idx, off) = match self.next_sb_copy() {
+            crate::inspect::SbCopy::Primary => (0, 0),
+            crate::inspect::SbCopy::Secondary => (1, self.sb.secondary_block() * bs),
+        };
+        self.dev
+            .write_all_at(&self.sb.encode(), off)
+            .map_err(|e| Error::io("writing the superblock", e))?;
+        self.dev
+            .flush()
+            .map_err(|e| Error::io("flushing the superblock", e))?;
+        self.sb_gens[idx] = gen;
+        Ok(())
+    }
+}
+
+fn reason(r: &std::result::Result<Superblock, crate::format::DecodeError>) -> String {
+    match r {
+        Ok(_) => "valid".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Seconds since the epoch.
+pub fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Loads the state of checkpoint `sr`.
+fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<State> {
+    let bs = sb.block_size as usize;
+    let seed = sb.crc_seed;
+    let read_meta = |p: u64, kind: MetaKind| -> Result<Vec<u8>> {
+        let b = read_block(dev.as_ref(), p, bs)?;
+        crate::format::MetaBlockHeader::verify(&b, kind, seed).map_err(|source| {
+            Error::Corrupted {
+                what: "metadata block",
+                location: format!("block {p}"),
+                source,
+            }
+        })?;
+        Ok(b)
+    };
+    let load_map = |inode: &crate::format::Inode| {
+        BlockMap::load(bs, &inode.bmap, &mut |p| read_meta(p, MetaKind::Node))
+    };
+    let file_blocks = |map: &BlockMap, n: u64, kind| -> Result<Vec<Option<Vec<u8>>>> {
+        (0..n)
+            .map(|b| match map.get(b) {
+                0 => Ok(None),
+                p => read_meta(p, kind).map(Some),
+            })
+            .collect()
+    };
+    let dat_map = load_map(&sr.dat)?;
+    let dat_slots = sr.dat.size / MetaKind::Dat.record_size() as u64;
+    let per_dat = MetaKind::Dat.per_block(bs) as u64;
+    let dat_blocks = file_blocks(&dat_map, dat_slots.div_ceil(per_dat), MetaKind::Dat)?;
+    let dat = Dat::load(&dat_blocks, dat_slots, bs, seed)?;
+    let su_map = load_map(&sr.sufile)?;
+    let per_su = MetaKind::Sufile.per_block(bs) as u64;
+    let su_blocks = file_blocks(
+        &su_map,
+        (sb.nsegments + 1).div_ceil(per_su),
+        MetaKind::Sufile,
+    )?;
+    let segs = Segments::load(&su_blocks, sb.nsegments, bs, seed)?;
+    let cp_map = load_map(&sr.cpfile)?;
+    let cp_rec = |slot: u64| -> Result<Vec<u8>> {
+        let (b, off) = MetaKind::Cpfile.locate(slot, bs);
+        let blk = read_meta(cp_map.get(b), MetaKind::Cpfile)?;
+        Ok(blk[off..off + MetaKind::Cpfile.record_size()].to_vec())
+    };
+    let corrupt = |what: &'static str| {
+        move |source| Error::Corrupted {
+            what,
+            location: format!("checkpoint {}", sr.cno),
+            source,
+        }
+    };
+    let cp_header = CpFileHeader::decode(&cp_rec(0)?).map_err(corrupt("checkpoint file header"))?;
+    let entry = CheckpointEntry::decode(&cp_rec(sr.cno)?).map_err(corrupt("checkpoint entry"))?;
+    let (last_b, _) = MetaKind::Cpfile.locate(sr.cno, bs);
+    let cp_last_block = Some((last_b, read_meta(cp_map.get(last_b), MetaKind::Cpfile)?));
+    let ifile = entry.ifile.clone();
+    let next_ino = (ifile.size / INODE_SIZE as u64).max(FIRST_USER_INO);
+    let mut st = State {
+        dev,
+        sb,
+        sb_gens: [0, 0],
+        bs,
+        seed,
+        cno: sr.cno,
+        seq: 0,
+        head: Head {
+            seg: 0,
+            block: 0,
+            next_seg: 0,
+        },
+        dat,
+        dat_map,
+        segs,
+        su_map,
+        cp_header,
+        cp_map,
+        cp_last_block,
+        ifile: ifile.clone(),
+        ifile_map: BlockMap::new(bs),
+        ifile_blocks: HashMap::new(),
+        ifile_dirty: BTreeSet::new(),
+        next_ino,
+        free_inos: BTreeSet::new(),
+        pending_inos: Vec::new(),
+        nodes: HashMap::new(),
+        inflight: HashMap::new(),
+        retired_phys: Vec::new(),
+        mods: 0,
+        durable_mods: 0,
+        dirty_blocks: 0,
+        inodes_count: entry.inodes_count,
+        read_only: None,
+        nongc_ctime_ns: sr.nongc_ctime_ns,
+        sb_written_cno: sr.cno,
+    };
+    st.ifile_map = st.load_bmap(&ifile)?;
+    Ok(st)
+}

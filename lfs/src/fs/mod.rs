@@ -1,0 +1,458 @@
+//! The filesystem: the engine's public interface.
+//!
+//! Locks, in the order they are taken:
+//! 1. `ckpt` serialises checkpoints (and so group-commits fsync: callers
+//!    queue on it, and whoever gets it after a checkpoint covering their
+//!    change returns at once).
+//! 2. `state` protects all in-memory state. It is never held across device
+//!    writes: a checkpoint is built under it, written without it.
+//! 3. `reuse` is held shared by readers across their device reads and
+//!    exclusively while freed segments join the clean pool, so no reader
+//!    ever reads a block whose segment was reused under it.
+//!
+//! After a failed device write or flush the filesystem goes read-only and
+//! says why; it never guesses what reached the disk.
+
+pub mod bmap;
+pub mod dir;
+mod ops;
+pub(crate) mod state;
+pub mod types;
+pub mod xattr;
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+pub use ops::Source;
+pub use types::*;
+
+use crate::blockdev::BlockDevice;
+use crate::checkpoint::recover::RecoveryReport;
+use crate::checkpoint::SB_UPDATE_EVERY;
+use crate::fs::state::State;
+use crate::{Error, Result};
+
+/// Entries returned by one readdir call.
+const READDIR_BATCH: usize = 256;
+
+/// A mounted filesystem.
+pub struct Fs {
+    state: Mutex<State>,
+    ckpt: Mutex<()>,
+    reuse: RwLock<()>,
+    opts: Mutex<MountOptions>,
+    stop: Mutex<bool>,
+    wake: Condvar,
+    timer: Mutex<Option<JoinHandle<()>>>,
+    report: RecoveryReport,
+    read_only: bool,
+}
+
+impl std::fmt::Debug for Fs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fs")
+            .field("report", &self.report)
+            .finish_non_exhaustive()
+    }
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Fs {
+    /// Recovers and mounts the filesystem on `dev`, and starts the
+    /// checkpoint timer.
+    pub fn mount(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Arc<Fs>> {
+        let (mut st, report) = State::recover(dev, opts.read_only)?;
+        if opts.read_only {
+            st.read_only = Some(": mounted read-only".into());
+        }
+        log::info!(
+            "mounted checkpoint {} ({} logs scanned, {} discarded, {})",
+            report.cno,
+            report.logs_scanned,
+            report.logs_discarded,
+            if report.was_clean {
+                "clean"
+            } else {
+                "recovered after a crash"
+            }
+        );
+        let fs = Arc::new(Fs {
+            state: Mutex::new(st),
+            ckpt: Mutex::new(()),
+            reuse: RwLock::new(()),
+            read_only: opts.read_only,
+            opts: Mutex::new(opts),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            timer: Mutex::new(None),
+            report,
+        });
+        if !fs.read_only {
+            let weak = Arc::downgrade(&fs);
+            let h = std::thread::Builder::new()
+                .name("lfs-checkpoint".into())
+                .spawn(move || timer_loop(weak))
+                .map_err(|e| Error::io("starting the checkpoint thread", e))?;
+            *lock(&fs.timer) = Some(h);
+        }
+        Ok(fs)
+    }
+
+    /// What recovery found at mount.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    fn st(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Changes the checkpoint interval and dirty limit (SIGHUP).
+    pub fn set_options(&self, interval: Duration, dirty_limit: u64) {
+        let mut o = lock(&self.opts);
+        o.checkpoint_interval = interval;
+        o.dirty_limit_bytes = dirty_limit;
+        self.wake.notify_all();
+    }
+
+    /// Usage of every segment, and the number in the clean pool.
+    pub fn segment_usage(&self) -> (Vec<crate::format::SegUsage>, u64) {
+        let st = self.st();
+        (
+            (0..st.segs.len()).map(|s| st.segs.get(s)).collect(),
+            st.segs.nclean(),
+        )
+    }
+
+    /// Block size.
+    pub fn block_size(&self) -> u32 {
+        self.st().bs as u32
+    }
+
+    /// Writes a checkpoint if anything changed; returns once it is durable.
+    pub fn sync(&self) -> Result<()> {
+        let want = self.st().mods;
+        self.checkpoint_covering(want, false)
+    }
+
+    /// Makes every change so far durable. fsync and fdatasync both write a
+    /// checkpoint; concurrent callers share one.
+    pub fn fsync(&self, _ino: u64, _datasync: bool) -> Result<()> {
+        self.sync()
+    }
+
+    fn checkpoint_covering(&self, want: u64, minor: bool) -> Result<()> {
+        let _c = lock(&self.ckpt);
+        let mut st = self.st();
+        if st.durable_mods >= want || !st.needs_checkpoint() {
+            return Ok(());
+        }
+        if let Some(why) = &st.read_only {
+            if self.read_only {
+                return Ok(());
+            }
+            return Err(Error::ReadOnly(why.clone()));
+        }
+        let plan = st.build_checkpoint(now_ns(), minor);
+        let plan = match plan {
+            Ok(p) => p,
+            Err(e) => {
+                st.read_only = Some(format!(": checkpoint could not be built: {e}"));
+                log::error!(
+                    "going read-only: checkpoint {} could not be built: {e}",
+                    st.cno + 1
+                );
+                return Err(e);
+            }
+        };
+        let dev = st.dev.clone();
+        drop(st);
+        let bs = self.block_size() as u64;
+        let io = (|| -> Result<()> {
+            for run in &plan.runs {
+                let slices: Vec<std::io::IoSlice<'_>> = run
+                    .blocks
+                    .iter()
+                    .map(|b| std::io::IoSlice::new(b))
+                    .collect();
+                dev.write_at(&slices, run.block * bs)
+                    .map_err(|e| Error::io(format!("writing the log at block {}", run.block), e))?;
+            }
+            dev.flush()
+                .map_err(|e| Error::io(format!("flushing checkpoint {}", plan.cno), e))
+        })();
+        let mut st = self.st();
+        if let Err(e) = io {
+            st.read_only = Some(format!(": {e}"));
+            log::error!("going read-only after checkpoint {} failed: {e}", plan.cno);
+            return Err(e);
+        }
+        st.inflight.clear();
+        st.durable_mods = plan.mods;
+        st.dat.release_pending();
+        let inos = std::mem::take(&mut st.pending_inos);
+        st.free_inos.extend(inos);
+        st.sb.last_log_block = plan.sr_block;
+        st.sb.last_seq = plan.sr_seq;
+        st.sb.last_cno = plan.cno;
+        let behind = plan.cno - st.sb_cursor_cno();
+        if !plan.freed.is_empty() || behind >= SB_UPDATE_EVERY {
+            if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
+                st.read_only = Some(format!(": {e}"));
+                return Err(e);
+            }
+            let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
+            st.segs.release_pending();
+        }
+        log::debug!(
+            "checkpoint {} durable (log at block {})",
+            plan.cno,
+            plan.sr_block
+        );
+        Ok(())
+    }
+
+    /// Final checkpoint, superblock marked clean, timer stopped. Further
+    /// calls do nothing.
+    pub fn unmount(&self) -> Result<()> {
+        {
+            let mut stop = lock(&self.stop);
+            if *stop {
+                return Ok(());
+            }
+            *stop = true;
+            self.wake.notify_all();
+        }
+        if let Some(h) = lock(&self.timer).take() {
+            let _ = h.join();
+        }
+        if self.read_only {
+            return Ok(());
+        }
+        self.sync()?;
+        let _c = lock(&self.ckpt);
+        let mut st = self.st();
+        if st.read_only.is_some() {
+            return Ok(());
+        }
+        st.sb.state = crate::format::FsState::Clean;
+        st.write_superblock(crate::checkpoint::recover::now_secs())?;
+        log::info!("unmounted cleanly at checkpoint {}", st.cno);
+        Ok(())
+    }
+
+    /// Waits for a checkpoint if dirty data is over the limit.
+    fn throttle(&self) -> Result<()> {
+        let limit = lock(&self.opts).dirty_limit_bytes;
+        let (dirty, mods) = {
+            let st = self.st();
+            (st.dirty_blocks * st.bs as u64, st.mods)
+        };
+        if dirty > limit {
+            self.checkpoint_covering(mods, true)?;
+        }
+        Ok(())
+    }
+
+    /// Attributes of `ino`.
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        self.st().attr(ino)
+    }
+    /// Looks up `name` in `parent`.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
+        self.st().lookup(parent, name)
+    }
+    /// Changes attributes (and size).
+    pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
+        self.st().setattr(ino, set)
+    }
+    /// Creates a regular file, FIFO, socket or device node.
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.st().create(parent, name, mode, rdev, uid, gid)
+    }
+    /// Creates a directory.
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.st().mkdir(parent, name, mode, uid, gid)
+    }
+    /// Creates a symbolic link.
+    pub fn symlink(
+        &self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        self.st().symlink(parent, name, target, uid, gid)
+    }
+    /// Reads a symbolic link.
+    pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        self.st().readlink(ino)
+    }
+    /// Removes a name that is not a directory.
+    pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.st().unlink(parent, name)
+    }
+    /// Removes an empty directory.
+    pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+        self.st().rmdir(parent, name)
+    }
+    /// Renames.
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        self.st().rename(parent, name, newparent, newname, flags)
+    }
+    /// Adds a hard link.
+    pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+        self.st().link(ino, newparent, newname)
+    }
+
+    /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
+    /// holes. Device reads happen outside the state lock.
+    pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let _r = self.reuse.read().unwrap_or_else(|p| p.into_inner());
+        let (sources, len, bs, dev) = {
+            let mut st = self.st();
+            let (s, len) = st.read_sources(ino, offset, size)?;
+            (s, len, st.bs as u64, st.dev.clone())
+        };
+        let mut out = Vec::with_capacity(len as usize);
+        let first = offset / bs;
+        let mut i = 0;
+        while i < sources.len() {
+            // Coalesce physically contiguous device blocks into one read.
+            let mut buf;
+            let mut n = 1;
+            match &sources[i] {
+                Source::Mem(b) => buf = b.clone(),
+                Source::Zero => buf = vec![0u8; bs as usize],
+                Source::Dev(p) => {
+                    while i + n < sources.len()
+                        && matches!(sources[i + n], Source::Dev(q) if q == p + n as u64)
+                    {
+                        n += 1;
+                    }
+                    buf = vec![0u8; bs as usize * n];
+                    dev.read_at(&mut buf, p * bs)
+                        .map_err(|e| Error::io(format!("reading block {p}"), e))?;
+                }
+            }
+            for k in 0..n {
+                let b = first + (i + k) as u64;
+                let chunk = &buf[k * bs as usize..(k + 1) * bs as usize];
+                let from = if b == first {
+                    (offset % bs) as usize
+                } else {
+                    0
+                };
+                let want = len as usize - out.len();
+                let take = (bs as usize - from).min(want);
+                out.extend_from_slice(&chunk[from..from + take]);
+            }
+            i += n;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `offset`.
+    pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        self.throttle()?;
+        self.st().write(ino, offset, data)
+    }
+    /// Entries of directory `ino` after `cookie` (0 = start); empty at the end.
+    pub fn readdir(&self, ino: u64, cookie: u64) -> Result<Vec<DirItem>> {
+        self.st().readdir(ino, cookie, READDIR_BATCH)
+    }
+    /// statfs(2).
+    pub fn statfs(&self) -> Result<StatFs> {
+        Ok(self.st().statfs())
+    }
+    /// fallocate(2).
+    pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        self.st().fallocate(ino, offset, len, mode)
+    }
+    /// getxattr(2).
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        self.st().getxattr(ino, name)
+    }
+    /// setxattr(2).
+    pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.st().setxattr(ino, name, value, flags)
+    }
+    /// listxattr(2).
+    pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
+        self.st().listxattr(ino)
+    }
+    /// removexattr(2).
+    pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        self.st().removexattr(ino, name)
+    }
+}
+
+impl Drop for Fs {
+    fn drop(&mut self) {
+        *lock(&self.stop) = true;
+        self.wake.notify_all();
+    }
+}
+
+impl State {
+    /// Checkpoint number the on-disk superblock cursor names.
+    fn sb_cursor_cno(&self) -> u64 {
+        self.sb_written_cno
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Writes a checkpoint whenever the interval passes with changes pending.
+fn timer_loop(fs: Weak<Fs>) {
+    let mut last = Instant::now();
+    loop {
+        let Some(f) = fs.upgrade() else { return };
+        let interval = lock(&f.opts).checkpoint_interval;
+        {
+            let stop = lock(&f.stop);
+            if *stop {
+                return;
+            }
+            let wait = interval.saturating_sub(last.elapsed());
+            let (stop, _) = f
+                .wake
+                .wait_timeout(stop, wait.max(Duration::from_millis(10)))
+                .unwrap_or_else(|p| p.into_inner());
+            if *stop {
+                return;
+            }
+        }
+        if last.elapsed() >= interval {
+            last = Instant::now();
+            let want = f.st().mods;
+            if let Err(e) = f.checkpoint_covering(want, true) {
+                log::error!("timed checkpoint failed: {e}");
+            }
+        }
+    }
+}

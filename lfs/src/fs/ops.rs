@@ -1,0 +1,915 @@
+//! Namespace and file operations on the in-memory state.
+//!
+//! Each function checks its arguments, changes inodes, directories and
+//! dirty blocks, and bumps `mods`; nothing here writes to the device (a
+//! read-modify-write of a partial block may read it). Durability is the
+//! checkpoint's job.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use crate::format::{DirEntry, FileType, Inode, MAX_NAME_LEN};
+use crate::fs::dir::Directory;
+use crate::fs::state::{Node, State, S_IFDIR, S_IFLNK, S_IFREG};
+use crate::fs::types::{
+    Attr, DirItem, RenameFlags, SetAttr, StatFs, TimeSet, FALLOC_FL_KEEP_SIZE,
+    FALLOC_FL_PUNCH_HOLE, XATTR_CREATE, XATTR_REPLACE,
+};
+use crate::fs::xattr;
+use crate::{Error, Result};
+
+const S_IFMT: u32 = 0o170000;
+const S_ISUID: u32 = 0o4000;
+const S_ISGID: u32 = 0o2000;
+const S_IXGRP: u32 = 0o0010;
+
+/// The current time as (seconds, nanoseconds).
+pub(crate) fn now() -> (i64, u32) {
+    let d = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    (d.as_secs() as i64, d.subsec_nanos())
+}
+
+fn to_time(s: i64, ns: u32) -> SystemTime {
+    if s >= 0 {
+        UNIX_EPOCH + Duration::new(s as u64, ns)
+    } else {
+        UNIX_EPOCH - Duration::from_secs(s.unsigned_abs()) + Duration::from_nanos(u64::from(ns))
+    }
+}
+
+fn from_time(t: SystemTime) -> (i64, u32) {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+        Err(e) => {
+            let d = e.duration();
+            let ns = d.subsec_nanos();
+            if ns == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - ns)
+            }
+        }
+    }
+}
+
+fn set_m(i: &mut Inode, t: (i64, u32)) {
+    i.mtime = t.0;
+    i.nsec[1] = t.1;
+}
+fn set_c(i: &mut Inode, t: (i64, u32)) {
+    i.ctime = t.0;
+    i.nsec[2] = t.1;
+}
+fn set_a(i: &mut Inode, t: (i64, u32)) {
+    i.atime = t.0;
+    i.nsec[0] = t.1;
+}
+
+/// The directory-entry type of a mode.
+pub(crate) fn file_type(mode: u32) -> Result<FileType> {
+    Ok(match mode & S_IFMT {
+        0o100000 => FileType::Regular,
+        0o040000 => FileType::Directory,
+        0o120000 => FileType::Symlink,
+        0o010000 => FileType::Fifo,
+        0o140000 => FileType::Socket,
+        0o020000 => FileType::CharDevice,
+        0o060000 => FileType::BlockDevice,
+        _ => {
+            return Err(Error::InvalidArgument(format!(
+                "file type in mode {mode:o}"
+            )))
+        }
+    })
+}
+
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAX_NAME_LEN {
+        return Err(Error::NameTooLong);
+    }
+    if !DirEntry::valid_name(name) {
+        return Err(Error::InvalidArgument(format!(
+            "name {:?}",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+fn is_dir(i: &Inode) -> bool {
+    i.mode & S_IFMT == S_IFDIR
+}
+
+impl State {
+    fn writable(&self) -> Result<()> {
+        match &self.read_only {
+            Some(why) => Err(Error::ReadOnly(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Attributes of `ino`.
+    pub fn attr(&mut self, ino: u64) -> Result<Attr> {
+        let i = self.inode(ino)?;
+        let bs512 = self.bs as u64 / 512;
+        let blocks = match self.nodes.get(&ino) {
+            Some(n) => {
+                let extra = n.dirty.keys().filter(|&&o| n.bmap.get(o) == 0).count();
+                (n.bmap.len() + extra) as u64 * bs512
+            }
+            None => i.blocks * bs512,
+        };
+        Ok(Attr {
+            ino,
+            size: i.size,
+            blocks,
+            atime: to_time(i.atime, i.nsec[0]),
+            mtime: to_time(i.mtime, i.nsec[1]),
+            ctime: to_time(i.ctime, i.nsec[2]),
+            crtime: to_time(i.crtime, i.nsec[3]),
+            mode: i.mode,
+            nlink: i.nlink,
+            uid: i.uid,
+            gid: i.gid,
+            rdev: i.rdev,
+            generation: i.generation,
+        })
+    }
+
+    fn dir(&mut self, ino: u64) -> Result<&mut Directory> {
+        let n = self.node(ino)?;
+        n.dir.as_mut().ok_or(Error::NotDir)
+    }
+
+    /// Looks `name` up in directory `parent`.
+    pub fn lookup(&mut self, parent: u64, name: &[u8]) -> Result<Attr> {
+        if name.len() > MAX_NAME_LEN {
+            return Err(Error::NameTooLong);
+        }
+        let ino = match name {
+            b"." => {
+                self.dir(parent)?;
+                parent
+            }
+            b".." => {
+                self.dir(parent)?;
+                self.inode(parent)?.parent
+            }
+            _ => self.dir(parent)?.lookup(name).ok_or(Error::NotFound)?.0,
+        };
+        self.attr(ino)
+    }
+
+    /// Creates an inode of `mode` named `name` in `parent`.
+    #[allow(clippy::too_many_arguments)]
+    fn new_inode(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Inode> {
+        self.writable()?;
+        check_name(name)?;
+        let kind = file_type(mode)?;
+        let p = self.inode(parent)?;
+        if !is_dir(&p) {
+            return Err(Error::NotDir);
+        }
+        if self.dir(parent)?.lookup(name).is_some() {
+            return Err(Error::Exists);
+        }
+        let t = now();
+        let mut mode = mode;
+        let mut gid = gid;
+        if p.mode & S_ISGID != 0 {
+            gid = p.gid;
+            if kind == FileType::Directory {
+                mode |= S_ISGID;
+            }
+        }
+        let ino = self.alloc_ino();
+        let old = self.raw_inode(ino)?;
+        let i = Inode {
+            mode,
+            uid,
+            gid,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            atime: t.0,
+            mtime: t.0,
+            ctime: t.0,
+            crtime: t.0,
+            nsec: [t.1; 4],
+            generation: old.generation.wrapping_add(1),
+            rdev,
+            ino,
+            parent: if kind == FileType::Directory {
+                parent
+            } else {
+                0
+            },
+            ..Inode::default()
+        };
+        self.put_inode(i.clone())?;
+        self.inodes_count += 1;
+        self.nodes.insert(
+            ino,
+            Node {
+                bmap: crate::fs::bmap::BlockMap::new(self.bs),
+                dirty: BTreeMap::new(),
+                dir: (kind == FileType::Directory).then(|| Directory::new(self.bs)),
+                xattrs: Some(BTreeMap::new()),
+                xattr_dirty: false,
+            },
+        );
+        self.dir(parent)?.insert(name, ino, kind)?;
+        let mut p = self.inode(parent)?;
+        if kind == FileType::Directory {
+            p.nlink += 1;
+        }
+        set_m(&mut p, t);
+        set_c(&mut p, t);
+        self.put_inode(p)?;
+        Ok(i)
+    }
+
+    /// Creates a non-directory (regular, FIFO, socket, device).
+    pub fn create(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if mode & S_IFMT == S_IFDIR || mode & S_IFMT == S_IFLNK {
+            return Err(Error::InvalidArgument(
+                "create of a directory or symlink".into(),
+            ));
+        }
+        let mode = if mode & S_IFMT == 0 {
+            mode | S_IFREG
+        } else {
+            mode
+        };
+        let i = self.new_inode(parent, name, mode, rdev, uid, gid)?;
+        self.attr(i.ino)
+    }
+
+    /// Creates a directory.
+    pub fn mkdir(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let i = self.new_inode(parent, name, S_IFDIR | (mode & 0o7777), 0, uid, gid)?;
+        self.attr(i.ino)
+    }
+
+    /// Creates a symbolic link.
+    pub fn symlink(
+        &mut self,
+        parent: u64,
+        name: &[u8],
+        target: &[u8],
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        if target.is_empty() || target.len() > self.bs || target.len() > 4095 {
+            return Err(Error::NameTooLong);
+        }
+        let i = self.new_inode(parent, name, S_IFLNK | 0o777, 0, uid, gid)?;
+        self.write(i.ino, 0, target)?;
+        self.attr(i.ino)
+    }
+
+    /// The target of a symbolic link.
+    pub fn readlink(&mut self, ino: u64) -> Result<Vec<u8>> {
+        let i = self.inode(ino)?;
+        if i.mode & S_IFMT != S_IFLNK {
+            return Err(Error::InvalidArgument("not a symbolic link".into()));
+        }
+        let b = self.block_for_read(ino, 0)?;
+        Ok(b[..i.size as usize].to_vec())
+    }
+
+    /// Frees an inode with no links left, and all its blocks.
+    fn free_inode(&mut self, ino: u64) -> Result<()> {
+        let i = self.inode(ino)?;
+        self.node(ino)?;
+        let node = self.nodes.remove(&ino).expect("loaded above");
+        self.dirty_blocks = self.dirty_blocks.saturating_sub(node.dirty.len() as u64);
+        for (_, v) in node.bmap.iter() {
+            self.retire(v);
+        }
+        for (_, v) in node.bmap.node_addrs() {
+            self.retire(v);
+        }
+        self.retire(i.xattr_block);
+        self.put_inode(Inode {
+            ino,
+            generation: i.generation,
+            ..Inode::default()
+        })?;
+        self.pending_inos.push(ino);
+        self.inodes_count = self.inodes_count.saturating_sub(1);
+        Ok(())
+    }
+
+    /// Drops one link of `ino`, freeing it at zero.
+    fn drop_link(&mut self, ino: u64, t: (i64, u32)) -> Result<()> {
+        let mut i = self.inode(ino)?;
+        let dir = is_dir(&i);
+        i.nlink = if dir { 0 } else { i.nlink.saturating_sub(1) };
+        set_c(&mut i, t);
+        if i.nlink == 0 {
+            self.free_inode(ino)
+        } else {
+            self.put_inode(i)
+        }
+    }
+
+    fn touch_dir(&mut self, ino: u64, nlink_delta: i32, t: (i64, u32)) -> Result<()> {
+        let mut p = self.inode(ino)?;
+        p.nlink = p.nlink.saturating_add_signed(nlink_delta);
+        set_m(&mut p, t);
+        set_c(&mut p, t);
+        self.put_inode(p)
+    }
+
+    /// Removes a non-directory.
+    pub fn unlink(&mut self, parent: u64, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let (ino, kind) = self.dir(parent)?.lookup(name).ok_or(Error::NotFound)?;
+        if kind == FileType::Directory {
+            return Err(Error::IsDir);
+        }
+        self.dir(parent)?.remove(name);
+        let t = now();
+        self.touch_dir(parent, 0, t)?;
+        self.drop_link(ino, t)
+    }
+
+    /// Removes an empty directory.
+    pub fn rmdir(&mut self, parent: u64, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        if name == b"." {
+            return Err(Error::InvalidArgument("rmdir of \".\"".into()));
+        }
+        if name == b".." {
+            return Err(Error::NotEmpty);
+        }
+        let (ino, kind) = self.dir(parent)?.lookup(name).ok_or(Error::NotFound)?;
+        if kind != FileType::Directory {
+            return Err(Error::NotDir);
+        }
+        if !self.dir(ino)?.is_empty() {
+            return Err(Error::NotEmpty);
+        }
+        self.dir(parent)?.remove(name);
+        let t = now();
+        self.touch_dir(parent, -1, t)?;
+        self.free_inode(ino)
+    }
+
+    /// Adds a hard link.
+    pub fn link(&mut self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+        self.writable()?;
+        check_name(newname)?;
+        let mut i = self.inode(ino)?;
+        if is_dir(&i) {
+            return Err(Error::NotPermitted);
+        }
+        let kind = file_type(i.mode)?;
+        self.dir(newparent)?.insert(newname, ino, kind)?;
+        let t = now();
+        i.nlink += 1;
+        set_c(&mut i, t);
+        self.put_inode(i)?;
+        self.touch_dir(newparent, 0, t)?;
+        self.attr(ino)
+    }
+
+    /// True if `anc` is `ino` or one of its ancestors.
+    fn is_ancestor(&mut self, anc: u64, mut ino: u64) -> Result<bool> {
+        for _ in 0..4096 {
+            if ino == anc {
+                return Ok(true);
+            }
+            if ino == crate::format::ROOT_INO {
+                return Ok(false);
+            }
+            ino = self.inode(ino)?.parent;
+        }
+        Ok(false)
+    }
+
+    /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
+    pub fn rename(
+        &mut self,
+        p: u64,
+        name: &[u8],
+        np: u64,
+        nname: &[u8],
+        flags: RenameFlags,
+    ) -> Result<()> {
+        self.writable()?;
+        check_name(nname)?;
+        if flags.noreplace && flags.exchange {
+            return Err(Error::InvalidArgument(
+                "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
+            ));
+        }
+        let (sino, skind) = self.dir(p)?.lookup(name).ok_or(Error::NotFound)?;
+        let dst = self.dir(np)?.lookup(nname);
+        let t = now();
+        if skind == FileType::Directory && p != np && self.is_ancestor(sino, np)? {
+            return Err(Error::InvalidArgument(
+                "moving a directory into itself".into(),
+            ));
+        }
+        if flags.exchange {
+            let (dino, dkind) = dst.ok_or(Error::NotFound)?;
+            if dkind == FileType::Directory && p != np && self.is_ancestor(dino, p)? {
+                return Err(Error::InvalidArgument(
+                    "moving a directory into itself".into(),
+                ));
+            }
+            self.dir(p)?.replace(name, dino, dkind);
+            self.dir(np)?.replace(nname, sino, skind);
+            let sdir = i32::from(skind == FileType::Directory);
+            let ddir = i32::from(dkind == FileType::Directory);
+            if p != np {
+                self.reparent(sino, np, t)?;
+                self.reparent(dino, p, t)?;
+            }
+            self.touch_dir(p, ddir - sdir, t)?;
+            if p != np {
+                self.touch_dir(np, sdir - ddir, t)?;
+            }
+            return Ok(());
+        }
+        if let Some((dino, dkind)) = dst {
+            if flags.noreplace {
+                return Err(Error::Exists);
+            }
+            if dino == sino {
+                return Ok(());
+            }
+            match (skind == FileType::Directory, dkind == FileType::Directory) {
+                (true, false) => return Err(Error::NotDir),
+                (false, true) => return Err(Error::IsDir),
+                (true, true) if !self.dir(dino)?.is_empty() => return Err(Error::NotEmpty),
+                _ => {}
+            }
+            self.dir(np)?.remove(nname);
+            if dkind == FileType::Directory {
+                self.touch_dir(np, -1, t)?;
+            }
+            self.drop_link(dino, t)?;
+        }
+        self.dir(p)?.remove(name);
+        self.dir(np)?.insert(nname, sino, skind)?;
+        let sdir = i32::from(skind == FileType::Directory);
+        if p != np {
+            self.reparent(sino, np, t)?;
+            self.touch_dir(p, -sdir, t)?;
+            self.touch_dir(np, sdir, t)?;
+        } else {
+            self.touch_dir(p, 0, t)?;
+        }
+        let mut s = self.inode(sino)?;
+        set_c(&mut s, t);
+        self.put_inode(s)
+    }
+
+    fn reparent(&mut self, ino: u64, parent: u64, t: (i64, u32)) -> Result<()> {
+        let mut i = self.inode(ino)?;
+        if is_dir(&i) {
+            i.parent = parent;
+        }
+        set_c(&mut i, t);
+        self.put_inode(i)
+    }
+
+    /// Up to `max` entries of directory `ino` after `cookie`.
+    pub fn readdir(&mut self, ino: u64, cookie: u64, max: usize) -> Result<Vec<DirItem>> {
+        let parent = self.inode(ino)?.parent;
+        let mut out = Vec::new();
+        if cookie == 0 {
+            out.push(DirItem {
+                ino,
+                cookie: 1,
+                kind: FileType::Directory,
+                name: b".".to_vec(),
+            });
+        }
+        if cookie <= 1 {
+            out.push(DirItem {
+                ino: parent,
+                cookie: 2,
+                kind: FileType::Directory,
+                name: b"..".to_vec(),
+            });
+        }
+        let after = cookie.saturating_sub(2);
+        for (id, name, e_ino, kind) in self.dir(ino)?.list_after(after, max) {
+            out.push(DirItem {
+                ino: e_ino,
+                cookie: id + 2,
+                kind,
+                name,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Changes attributes.
+    pub fn setattr(&mut self, ino: u64, set: &SetAttr) -> Result<Attr> {
+        self.writable()?;
+        let t = now();
+        if let Some(size) = set.size {
+            self.truncate(ino, size)?;
+        }
+        let mut i = self.inode(ino)?;
+        if let Some(m) = set.mode {
+            i.mode = (i.mode & S_IFMT) | (m & 0o7777);
+        }
+        let owner_changes =
+            set.uid.is_some_and(|u| u != i.uid) || set.gid.is_some_and(|g| g != i.gid);
+        if let Some(u) = set.uid {
+            i.uid = u;
+        }
+        if let Some(g) = set.gid {
+            i.gid = g;
+        }
+        if owner_changes && !is_dir(&i) {
+            // chown clears set-user-ID, and set-group-ID when it means
+            // "set group ID on execution" (group execute set).
+            i.mode &= !S_ISUID;
+            if i.mode & S_IXGRP != 0 {
+                i.mode &= !S_ISGID;
+            }
+        }
+        let resolve = |ts: TimeSet| match ts {
+            TimeSet::Now => t,
+            TimeSet::At(x) => from_time(x),
+        };
+        if let Some(a) = set.atime {
+            set_a(&mut i, resolve(a));
+        }
+        if let Some(m) = set.mtime {
+            set_m(&mut i, resolve(m));
+        }
+        set_c(&mut i, set.ctime.map_or(t, from_time));
+        self.put_inode(i)?;
+        self.attr(ino)
+    }
+
+    /// The current contents of block `off` of `ino`, for reading.
+    fn block_for_read(&mut self, ino: u64, off: u64) -> Result<Vec<u8>> {
+        let bs = self.bs;
+        let n = self.node(ino)?;
+        if let Some(b) = n.dirty.get(&off) {
+            return Ok(b.clone());
+        }
+        let v = n.bmap.get(off);
+        if let Some(b) = self.inflight.get(&(ino, off)) {
+            return Ok(b.as_ref().clone());
+        }
+        if v == 0 {
+            return Ok(vec![0u8; bs]);
+        }
+        self.read_virtual(v)
+    }
+
+    /// Where the blocks of a read come from, without reading the device:
+    /// (file offset, source) for each block of `[off, off + len)`.
+    pub fn read_sources(&mut self, ino: u64, off: u64, size: u32) -> Result<(Vec<Source>, u64)> {
+        let i = self.inode(ino)?;
+        if is_dir(&i) {
+            return Err(Error::IsDir);
+        }
+        let end = (off + u64::from(size)).min(i.size);
+        if off >= end {
+            return Ok((Vec::new(), 0));
+        }
+        let bs = self.bs as u64;
+        let mut out = Vec::new();
+        for b in off / bs..end.div_ceil(bs) {
+            let n = self.node(ino)?;
+            let src = if let Some(d) = n.dirty.get(&b) {
+                Source::Mem(d.clone())
+            } else {
+                let v = n.bmap.get(b);
+                if let Some(x) = self.inflight.get(&(ino, b)) {
+                    Source::Mem(x.as_ref().clone())
+                } else if v == 0 {
+                    Source::Zero
+                } else {
+                    Source::Dev(self.dat.phys(v))
+                }
+            };
+            out.push(src);
+        }
+        Ok((out, end - off))
+    }
+
+    fn max_bytes(&self) -> u64 {
+        crate::fs::bmap::BlockMap::new(self.bs).max_offset() * self.bs as u64
+    }
+
+    /// Free blocks for ordinary writes, net of dirty data not yet placed.
+    pub fn avail_blocks(&self) -> u64 {
+        let bps = u64::from(self.sb.blocks_per_segment);
+        let reserved = self.sb.reserved_segments();
+        let clean = self.segs.nclean() + self.segs.npending();
+        let head_room = self.sb.segment_start(self.head.seg) + bps - self.head.block;
+        let free = clean.saturating_sub(reserved) * bps + head_room;
+        // Metadata written with the dirty blocks: indirect, inode file,
+        // DAT and usage blocks, about one in 32, plus a fixed margin.
+        let overhead = self.dirty_blocks / 32 + 64;
+        free.saturating_sub(self.dirty_blocks + overhead)
+    }
+
+    /// Writes `data` at `off` into `ino`.
+    pub fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<u32> {
+        self.writable()?;
+        let mut i = self.inode(ino)?;
+        if is_dir(&i) {
+            return Err(Error::IsDir);
+        }
+        if data.is_empty() {
+            return Ok(0);
+        }
+        let end = off
+            .checked_add(data.len() as u64)
+            .ok_or(Error::FileTooLarge)?;
+        if end > self.max_bytes() {
+            return Err(Error::FileTooLarge);
+        }
+        let bs = self.bs as u64;
+        let nblocks = end.div_ceil(bs) - off / bs;
+        if nblocks > self.avail_blocks() {
+            return Err(Error::NoSpace);
+        }
+        let mut pos = off;
+        while pos < end {
+            let b = pos / bs;
+            let in_block = (pos % bs) as usize;
+            let n = ((bs as usize) - in_block).min((end - pos) as usize);
+            let src = &data[(pos - off) as usize..(pos - off) as usize + n];
+            let exists = self.node(ino)?.dirty.contains_key(&b);
+            if !exists {
+                let base = if n == bs as usize {
+                    src.to_vec()
+                } else if b * bs >= i.size {
+                    vec![0u8; bs as usize]
+                } else {
+                    self.block_for_read(ino, b)?
+                };
+                self.node(ino)?.dirty.insert(b, base);
+                self.dirty_blocks += 1;
+            }
+            let blk = self.node(ino)?.dirty.get_mut(&b).expect("inserted above");
+            blk[in_block..in_block + n].copy_from_slice(src);
+            pos += n as u64;
+        }
+        let t = now();
+        i.size = i.size.max(end);
+        set_m(&mut i, t);
+        set_c(&mut i, t);
+        if i.mode & (S_ISUID | S_ISGID) != 0 && i.mode & S_IFMT == S_IFREG {
+            // Writing clears set-ID bits (the kernel asks us when it does
+            // not do it itself).
+            i.mode &= !S_ISUID;
+            if i.mode & S_IXGRP != 0 {
+                i.mode &= !S_ISGID;
+            }
+        }
+        self.put_inode(i)?;
+        Ok(data.len() as u32)
+    }
+
+    /// Zeroes bytes `[from, to)` of block `b` of `ino` (a partial block).
+    fn zero_in_block(&mut self, ino: u64, b: u64, from: usize, to: usize) -> Result<()> {
+        let has = self.node(ino)?.dirty.contains_key(&b) || self.node(ino)?.bmap.get(b) != 0;
+        if !has && !self.inflight.contains_key(&(ino, b)) {
+            return Ok(());
+        }
+        let mut blk = self.block_for_read(ino, b)?;
+        blk[from..to].fill(0);
+        if self.node(ino)?.dirty.insert(b, blk).is_none() {
+            self.dirty_blocks += 1;
+        }
+        Ok(())
+    }
+
+    /// Drops whole blocks `[first, last)` of `ino`.
+    fn drop_blocks(&mut self, ino: u64, first: u64, last: u64) -> Result<()> {
+        let n = self.node(ino)?;
+        let dropped = n.dirty.range(first..last).count() as u64;
+        let keys: Vec<u64> = n.dirty.range(first..last).map(|(&k, _)| k).collect();
+        for k in keys {
+            n.dirty.remove(&k);
+        }
+        let mapped: Vec<u64> = n
+            .bmap
+            .offsets_from(first)
+            .into_iter()
+            .take_while(|&o| o < last)
+            .collect();
+        let mut olds = Vec::new();
+        for o in mapped {
+            olds.push(n.bmap.set(o, 0));
+        }
+        self.dirty_blocks = self.dirty_blocks.saturating_sub(dropped);
+        for v in olds {
+            self.retire(v);
+        }
+        self.mods += 1;
+        Ok(())
+    }
+
+    /// Sets the size of `ino`, freeing or zeroing what lies beyond.
+    pub fn truncate(&mut self, ino: u64, size: u64) -> Result<()> {
+        self.writable()?;
+        let mut i = self.inode(ino)?;
+        if is_dir(&i) {
+            return Err(Error::IsDir);
+        }
+        if size > self.max_bytes() {
+            return Err(Error::FileTooLarge);
+        }
+        let bs = self.bs as u64;
+        if size < i.size {
+            self.drop_blocks(ino, size.div_ceil(bs), u64::MAX)?;
+            if size % bs != 0 {
+                self.zero_in_block(ino, size / bs, (size % bs) as usize, bs as usize)?;
+            }
+        }
+        let t = now();
+        i = self.inode(ino)?;
+        i.size = size;
+        set_m(&mut i, t);
+        set_c(&mut i, t);
+        self.put_inode(i)
+    }
+
+    /// fallocate(2): allocate (extend the size unless KEEP_SIZE) or punch
+    /// a hole.
+    pub fn fallocate(&mut self, ino: u64, off: u64, len: u64, mode: i32) -> Result<()> {
+        self.writable()?;
+        let i = self.inode(ino)?;
+        if is_dir(&i) {
+            return Err(Error::IsDir);
+        }
+        if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
+            return Err(Error::NotSupported);
+        }
+        let end = off.checked_add(len).ok_or(Error::FileTooLarge)?;
+        if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            if mode & FALLOC_FL_KEEP_SIZE == 0 {
+                return Err(Error::NotSupported);
+            }
+            let bs = self.bs as u64;
+            let end = end.min(i.size);
+            if off >= end {
+                return Ok(());
+            }
+            let (fb, lb) = (off / bs, (end - 1) / bs);
+            if fb == lb {
+                self.zero_in_block(ino, fb, (off % bs) as usize, ((end - 1) % bs + 1) as usize)?;
+            } else {
+                if off % bs != 0 {
+                    self.zero_in_block(ino, fb, (off % bs) as usize, bs as usize)?;
+                }
+                if end % bs != 0 {
+                    self.zero_in_block(ino, lb, 0, (end % bs) as usize)?;
+                }
+                self.drop_blocks(ino, off.div_ceil(bs), end / bs)?;
+            }
+            let mut i = self.inode(ino)?;
+            let t = now();
+            set_m(&mut i, t);
+            set_c(&mut i, t);
+            return self.put_inode(i);
+        }
+        // lfs cannot reserve blocks in place; allocation checks that the
+        // space exists now and sets the size.
+        let bs = self.bs as u64;
+        if len.div_ceil(bs) > self.avail_blocks() {
+            return Err(Error::NoSpace);
+        }
+        if mode & FALLOC_FL_KEEP_SIZE == 0 && end > i.size {
+            let mut i = i;
+            i.size = end;
+            set_c(&mut i, now());
+            self.put_inode(i)?;
+        }
+        Ok(())
+    }
+
+    fn xattrs(&mut self, ino: u64) -> Result<&mut BTreeMap<Vec<u8>, Vec<u8>>> {
+        let i = self.inode(ino)?;
+        let loaded = self.node(ino)?.xattrs.is_some();
+        if !loaded {
+            let x = if i.xattr_block == 0 {
+                BTreeMap::new()
+            } else {
+                let b = self.read_virtual(i.xattr_block)?;
+                xattr::decode(&b, self.seed)?
+            };
+            self.node(ino)?.xattrs = Some(x);
+        }
+        Ok(self.node(ino)?.xattrs.as_mut().expect("loaded above"))
+    }
+
+    /// getxattr(2).
+    pub fn getxattr(&mut self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
+        self.xattrs(ino)?.get(name).cloned().ok_or(Error::NoData)
+    }
+
+    /// listxattr(2).
+    pub fn listxattr(&mut self, ino: u64) -> Result<Vec<Vec<u8>>> {
+        Ok(self.xattrs(ino)?.keys().cloned().collect())
+    }
+
+    /// setxattr(2).
+    pub fn setxattr(&mut self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        self.writable()?;
+        if name.is_empty() || name.len() > MAX_NAME_LEN {
+            return Err(Error::NameTooLong);
+        }
+        let bs = self.bs;
+        let x = self.xattrs(ino)?;
+        let exists = x.contains_key(name);
+        if flags & XATTR_CREATE != 0 && exists {
+            return Err(Error::Exists);
+        }
+        if flags & XATTR_REPLACE != 0 && !exists {
+            return Err(Error::NoData);
+        }
+        let old = x.insert(name.to_vec(), value.to_vec());
+        if !xattr::fits(x, bs) {
+            match old {
+                Some(o) => x.insert(name.to_vec(), o),
+                None => x.remove(name),
+            };
+            return Err(Error::TooBig);
+        }
+        self.node(ino)?.xattr_dirty = true;
+        self.touch_ctime(ino)
+    }
+
+    /// removexattr(2).
+    pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        self.xattrs(ino)?.remove(name).ok_or(Error::NoData)?;
+        self.node(ino)?.xattr_dirty = true;
+        self.touch_ctime(ino)
+    }
+
+    fn touch_ctime(&mut self, ino: u64) -> Result<()> {
+        let mut i = self.inode(ino)?;
+        set_c(&mut i, now());
+        self.put_inode(i)
+    }
+
+    /// statfs(2).
+    pub fn statfs(&self) -> StatFs {
+        let bps = u64::from(self.sb.blocks_per_segment);
+        let total = self.sb.nsegments * bps;
+        let avail = self.avail_blocks();
+        let reserved = self.sb.reserved_segments() * bps;
+        let files = total;
+        StatFs {
+            blocks: total,
+            bfree: avail + reserved.min(total),
+            bavail: avail,
+            files,
+            ffree: files.saturating_sub(self.inodes_count),
+            bsize: self.bs as u32,
+            namelen: MAX_NAME_LEN as u32,
+        }
+    }
+}
+
+/// Where one block of a read comes from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// From memory (dirty or being written).
+    Mem(Vec<u8>),
+    /// From the device, at this physical block.
+    Dev(u64),
+    /// A hole.
+    Zero,
+}

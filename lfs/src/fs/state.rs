@@ -1,0 +1,318 @@
+//! The mounted filesystem's state, as one structure under one lock.
+//!
+//! Everything the namespace and the checkpoint writer need lives here:
+//! the superblock, the log head, the DAT, segment usage, the checkpoint
+//! file's header, the inode file and the per-inode block maps, directories
+//! and dirty data. The `Fs` front (`fs/mod.rs`) owns the locks; this module
+//! only has the data and the helpers that read it from the device.
+//!
+//! Invariants:
+//! * An inode is authoritative in `ifile_blocks` once loaded; a change
+//!   marks its inode file block dirty.
+//! * A dirty data block is in its node's `dirty` map until a checkpoint
+//!   moves it to `inflight`, where reads find it until its log is on disk.
+//! * Retired physical addresses wait in `retired_phys` for the next
+//!   checkpoint to subtract them from their segments' live counts.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::blockdev::BlockDevice;
+use crate::format::{
+    CpFileHeader, Inode, MetaBlockHeader, MetaKind, Superblock, Writer, INODE_SIZE,
+    META_HEADER_SIZE,
+};
+use crate::fs::bmap::BlockMap;
+use crate::fs::dir::Directory;
+use crate::inspect::SbCopy;
+use crate::log::dat::Dat;
+use crate::log::layout::Head;
+use crate::log::segments::Segments;
+use crate::{Error, Result};
+
+/// Per-inode state beyond the inode record.
+#[derive(Debug)]
+pub(crate) struct Node {
+    /// The file's block map (virtual block numbers).
+    pub bmap: BlockMap,
+    /// Blocks written since the last checkpoint.
+    pub dirty: BTreeMap<u64, Vec<u8>>,
+    /// The directory index, for directories.
+    pub dir: Option<Directory>,
+    /// Extended attributes, once loaded.
+    pub xattrs: Option<BTreeMap<Vec<u8>, Vec<u8>>>,
+    /// Extended attributes changed since the last checkpoint.
+    pub xattr_dirty: bool,
+}
+
+/// The whole in-memory state of a mounted filesystem.
+pub(crate) struct State {
+    pub dev: Arc<dyn BlockDevice>,
+    pub sb: Superblock,
+    /// Generations of the primary and secondary copies on disk.
+    pub sb_gens: [u64; 2],
+    pub bs: usize,
+    pub seed: u32,
+    /// Number of the last checkpoint built.
+    pub cno: u64,
+    /// Sequence number of the next log.
+    pub seq: u64,
+    pub head: Head,
+    pub dat: Dat,
+    pub dat_map: BlockMap,
+    pub segs: Segments,
+    pub su_map: BlockMap,
+    pub cp_header: CpFileHeader,
+    pub cp_map: BlockMap,
+    /// The checkpoint file block last written, so the next entry can be
+    /// added without a read.
+    pub cp_last_block: Option<(u64, Vec<u8>)>,
+    pub ifile: Inode,
+    pub ifile_map: BlockMap,
+    pub ifile_blocks: HashMap<u64, Vec<Inode>>,
+    pub ifile_dirty: BTreeSet<u64>,
+    /// One past the highest inode number ever used.
+    pub next_ino: u64,
+    pub free_inos: BTreeSet<u64>,
+    pub pending_inos: Vec<u64>,
+    pub nodes: HashMap<u64, Node>,
+    pub inflight: HashMap<(u64, u64), Arc<Vec<u8>>>,
+    pub retired_phys: Vec<u64>,
+    /// Incremented by every change; a checkpoint covers the value it saw.
+    pub mods: u64,
+    /// `mods` covered by the last durable checkpoint.
+    pub durable_mods: u64,
+    /// Dirty blocks not yet handed to a checkpoint.
+    pub dirty_blocks: u64,
+    pub inodes_count: u64,
+    /// Why the filesystem went read-only, if it did.
+    pub read_only: Option<String>,
+    pub nongc_ctime_ns: u64,
+    /// Checkpoint named by the superblock copy last written.
+    pub sb_written_cno: u64,
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State")
+            .field("cno", &self.cno)
+            .field("seq", &self.seq)
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl State {
+    /// The superblock copy to overwrite next: the older one.
+    pub fn next_sb_copy(&self) -> SbCopy {
+        if self.sb_gens[0] <= self.sb_gens[1] {
+            SbCopy::Primary
+        } else {
+            SbCopy::Secondary
+        }
+    }
+
+    /// Segment of physical block `p`.
+    pub fn seg_of(&self, p: u64) -> Option<u64> {
+        self.sb.segment_of(p)
+    }
+
+    /// Reads physical block `p`.
+    pub fn read_phys(&self, p: u64) -> Result<Vec<u8>> {
+        read_block(self.dev.as_ref(), p, self.bs)
+    }
+
+    /// Reads and verifies a metadata block of `kind` at physical `p`.
+    pub fn read_meta(&self, p: u64, kind: MetaKind) -> Result<Vec<u8>> {
+        let b = self.read_phys(p)?;
+        MetaBlockHeader::verify(&b, kind, self.seed).map_err(|source| Error::Corrupted {
+            what: "metadata block",
+            location: format!("block {p}"),
+            source,
+        })?;
+        Ok(b)
+    }
+
+    /// Reads the block that virtual block `v` maps to.
+    pub fn read_virtual(&self, v: u64) -> Result<Vec<u8>> {
+        let p = self.dat.phys(v);
+        if p == 0 || p == u64::MAX {
+            return Err(Error::Corrupted {
+                what: "block map",
+                location: format!("virtual block {v}"),
+                source: crate::format::DecodeError::InvalidField {
+                    what: "DAT entry",
+                    field: "physical block",
+                    value: p,
+                },
+            });
+        }
+        self.read_phys(p)
+    }
+
+    /// Loads the block map of an inode with slots `root`.
+    pub fn load_bmap(&self, inode: &Inode) -> Result<BlockMap> {
+        let mut read = |v: u64| {
+            let b = self.read_virtual(v)?;
+            MetaBlockHeader::verify(&b, MetaKind::Node, self.seed).map_err(|source| {
+                Error::Corrupted {
+                    what: "indirect block",
+                    location: format!("inode {} virtual block {v}", inode.ino),
+                    source,
+                }
+            })?;
+            Ok(b)
+        };
+        BlockMap::load(self.bs, &inode.bmap, &mut read)
+    }
+
+    fn ifile_per_block(&self) -> u64 {
+        MetaKind::Ifile.per_block(self.bs) as u64
+    }
+
+    /// Loads inode file block `b` into memory if needed.
+    fn ifile_block(&mut self, b: u64) -> Result<&mut Vec<Inode>> {
+        if !self.ifile_blocks.contains_key(&b) {
+            let per = self.ifile_per_block() as usize;
+            let v = self.ifile_map.get(b);
+            let recs = if v == 0 {
+                vec![Inode::default(); per]
+            } else {
+                let blk = self.read_virtual(v)?;
+                let corrupt = |source| Error::Corrupted {
+                    what: "inode file block",
+                    location: format!("inode file block {b}"),
+                    source,
+                };
+                MetaBlockHeader::verify(&blk, MetaKind::Ifile, self.seed).map_err(corrupt)?;
+                (0..per)
+                    .map(|i| {
+                        let o = META_HEADER_SIZE + i * INODE_SIZE;
+                        Inode::decode(&blk[o..o + INODE_SIZE]).map_err(corrupt)
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            };
+            self.ifile_blocks.insert(b, recs);
+        }
+        Ok(self.ifile_blocks.get_mut(&b).expect("inserted above"))
+    }
+
+    /// The inode record `ino` (possibly free).
+    pub fn raw_inode(&mut self, ino: u64) -> Result<Inode> {
+        let per = self.ifile_per_block();
+        let recs = self.ifile_block(ino / per)?;
+        Ok(recs[(ino % per) as usize].clone())
+    }
+
+    /// The in-use inode `ino`, or `NotFound`.
+    pub fn inode(&mut self, ino: u64) -> Result<Inode> {
+        if ino == 0 || ino >= self.next_ino {
+            return Err(Error::NotFound);
+        }
+        let i = self.raw_inode(ino)?;
+        if i.is_free() {
+            return Err(Error::NotFound);
+        }
+        Ok(i)
+    }
+
+    /// Stores inode `i` (at `i.ino`) and marks its block dirty.
+    pub fn put_inode(&mut self, i: Inode) -> Result<()> {
+        let per = self.ifile_per_block();
+        let b = i.ino / per;
+        let slot = (i.ino % per) as usize;
+        self.ifile_block(b)?[slot] = i;
+        self.ifile_dirty.insert(b);
+        self.mods += 1;
+        Ok(())
+    }
+
+    /// Encodes inode file block `b` (loaded, since it is dirty).
+    pub fn encode_ifile_block(&mut self, b: u64) -> Result<Vec<u8>> {
+        let bs = self.bs;
+        let seed = self.seed;
+        let recs = self.ifile_block(b)?;
+        let mut w = Writer::with_capacity(bs);
+        w.zeros(META_HEADER_SIZE);
+        for r in recs.iter() {
+            r.encode_into(&mut w);
+        }
+        w.zeros(bs - w.len());
+        let mut blk = w.into_vec();
+        MetaBlockHeader::seal(&mut blk, MetaKind::Ifile, seed);
+        Ok(blk)
+    }
+
+    /// A free inode number.
+    pub fn alloc_ino(&mut self) -> u64 {
+        if let Some(i) = self.free_inos.pop_first() {
+            return i;
+        }
+        let i = self.next_ino;
+        self.next_ino += 1;
+        i
+    }
+
+    /// The node of `ino`, loading its block map (and directory) if needed.
+    pub fn node(&mut self, ino: u64) -> Result<&mut Node> {
+        if !self.nodes.contains_key(&ino) {
+            let inode = self.inode(ino)?;
+            let bmap = self.load_bmap(&inode)?;
+            let dir = if inode.mode & libc_s_ifmt() == S_IFDIR {
+                let n = inode.size.div_ceil(self.bs as u64);
+                let mut blocks = Vec::with_capacity(n as usize);
+                for b in 0..n {
+                    let v = bmap.get(b);
+                    blocks.push(if v == 0 {
+                        None
+                    } else {
+                        Some(self.read_virtual(v)?)
+                    });
+                }
+                Some(Directory::load(self.bs, self.seed, &blocks)?)
+            } else {
+                None
+            };
+            self.nodes.insert(
+                ino,
+                Node {
+                    bmap,
+                    dirty: BTreeMap::new(),
+                    dir,
+                    xattrs: None,
+                    xattr_dirty: false,
+                },
+            );
+        }
+        Ok(self.nodes.get_mut(&ino).expect("inserted above"))
+    }
+
+    /// Retires virtual block `v`: its physical block stops being live.
+    pub fn retire(&mut self, v: u64) {
+        if v != 0 {
+            let p = self.dat.retire(v);
+            if p != 0 {
+                self.retired_phys.push(p);
+            }
+        }
+    }
+}
+
+/// The file type bits of st_mode.
+pub(crate) const fn libc_s_ifmt() -> u32 {
+    0o170000
+}
+/// Directory.
+pub(crate) const S_IFDIR: u32 = 0o040000;
+/// Regular file.
+pub(crate) const S_IFREG: u32 = 0o100000;
+/// Symbolic link.
+pub(crate) const S_IFLNK: u32 = 0o120000;
+
+/// Reads block `p` of `bs` bytes from `dev`.
+pub(crate) fn read_block(dev: &dyn BlockDevice, p: u64, bs: usize) -> Result<Vec<u8>> {
+    let mut b = vec![0u8; bs];
+    dev.read_at(&mut b, p * bs as u64)
+        .map_err(|e| Error::io(format!("reading block {p}"), e))?;
+    Ok(b)
+}
