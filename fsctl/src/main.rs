@@ -22,6 +22,8 @@ pub enum Exit {
     Usage = 2,
     /// The command worked but found damage (e.g. one bad superblock copy).
     Damaged = 3,
+    /// fsck found errors (as fsck(8)).
+    FsckErrors = 4,
 }
 
 #[derive(Debug, Parser)]
@@ -29,7 +31,8 @@ pub enum Exit {
     name = "fsctl",
     version,
     about = "Inspect and administer lfs filesystems",
-    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found. See fsctl(8)."
+    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found, 4 fsck found errors. \
+                  See fsctl(8)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -40,6 +43,14 @@ struct Cli {
 enum Command {
     /// Show both superblocks of an unmounted device, which one is current, and the geometry.
     Super {
+        /// Block device or image file.
+        device: PathBuf,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check an unmounted filesystem's consistency without changing it (exit 4 if errors).
+    Fsck {
         /// Block device or image file.
         device: PathBuf,
         /// Print JSON instead of text.
@@ -63,6 +74,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Super { device, json } => cmd::superblock::run(device, *json),
+        Command::Fsck { device, json } => cmd::fsck::run(device, *json),
         Command::Dumpseg {
             device,
             segnum,

@@ -19,6 +19,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod format;
 pub mod fs;
+pub mod fsck;
 pub mod inspect;
 pub mod log;
 pub mod mkfs;

@@ -143,6 +143,12 @@ fn run(mode: CrashMode, at: Option<u64>) -> (u64, Vec<Tree>, Result<Tree, String
     }
     let after = MemDevice::from_vec(fault.durable().snapshot());
     let dev: Arc<dyn BlockDevice> = Arc::new(after);
+    let report = lfs::fsck::fsck(dev.clone()).map_err(|e| e.to_string());
+    match report {
+        Ok(r) if r.is_clean() => {}
+        Ok(r) => return (writes, acked, Err(format!("fsck: {:?}", r.errors))),
+        Err(e) => return (writes, acked, Err(format!("fsck: {e}"))),
+    }
     let recovered = Fs::mount(dev, opts())
         .map_err(|e| e.to_string())
         .and_then(|fs| tree(&fs).map_err(|e| e.to_string()));

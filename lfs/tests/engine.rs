@@ -17,8 +17,11 @@ fn fresh(len: u64) -> Arc<MemDevice> {
     dev
 }
 
+/// Mounts `dev` after checking that fsck finds it consistent.
 fn mount(dev: &Arc<MemDevice>) -> Arc<Fs> {
     let d: Arc<dyn BlockDevice> = dev.clone();
+    let r = lfs::fsck::fsck(d.clone()).unwrap();
+    assert!(r.is_clean(), "fsck: {:#?}", r.errors);
     Fs::mount(d, MountOptions::default()).unwrap()
 }
 

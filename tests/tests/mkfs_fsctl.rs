@@ -249,3 +249,24 @@ fn loop_device_is_sized_by_ioctl_and_attached_image_is_refused() {
     let o = mkfs(&["--size", "1G", &dev.0], d.path());
     assert_eq!(code(&o), Some(2), "{o}");
 }
+
+#[test]
+fn fsck_passes_a_fresh_image_and_reports_a_damaged_one() {
+    let d = temp_dir();
+    mkfs(&["-q", "-B", "64", "--size", "16M", "a.img"], d.path()).assert_success();
+    let o = fsctl(&["fsck", "a.img"], d.path()).assert_success();
+    assert!(o.stdout.contains("clean"), "{o}");
+    let o = fsctl(&["fsck", "--json", "a.img"], d.path()).assert_success();
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["clean"], true);
+    assert_eq!(v["inodes"], 1);
+    // Block 2 is the first inode file block (lfs(5): the mkfs log).
+    let path = d.path().join("a.img");
+    let mut data = fs::read(&path).unwrap();
+    data[2 * 4096 + 300] ^= 0x55;
+    fs::write(&path, &data).unwrap();
+    let o = fsctl(&["fsck", "a.img"], d.path());
+    assert_eq!(code(&o), Some(4), "{o}");
+    // The flip breaks the only checkpoint's log checksum.
+    assert!(o.stdout.contains("no valid checkpoint"), "{o}");
+}

@@ -1,6 +1,7 @@
 //! fsctl subcommands.
 
 pub mod dumpseg;
+pub mod fsck;
 pub mod superblock;
 
 use std::path::Path;

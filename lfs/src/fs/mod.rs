@@ -25,6 +25,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use ops::Source;
+
+/// The directory-entry type of an st_mode, if it has a known type.
+pub fn ops_file_type(mode: u32) -> Option<crate::format::FileType> {
+    ops::file_type(mode).ok()
+}
 pub use types::*;
 
 use crate::blockdev::BlockDevice;

@@ -1,0 +1,423 @@
+//! Offline consistency check: every invariant that ties the namespace,
+//! the block maps, the DAT and segment usage together.
+//!
+//! The check recovers the filesystem read-only (nothing is written), walks
+//! the tree from the root, and compares what it finds with the metadata:
+//! * every directory entry names an inode in use, of the entry's type;
+//! * link counts equal the entries naming the inode (+ subdirectories for
+//!   directories); a directory's parent field names the directory holding
+//!   it;
+//! * every virtual block in a block map is allocated in the DAT, points
+//!   into the data area, and is referenced once; every allocated virtual
+//!   block is referenced (no leaks);
+//! * each segment's live count equals the blocks found pointing into it;
+//!   segments in the clean pool hold no live block;
+//! * no inode in use is unreachable; no block lies beyond its file's size.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use crate::blockdev::BlockDevice;
+use crate::format::{FileType, FIRST_USER_INO, IFILE_INO, ROOT_INO};
+use crate::fs::bmap::BlockMap;
+use crate::fs::state::State;
+use crate::Result;
+
+/// What the check found.
+#[derive(Debug, Clone, Default)]
+pub struct FsckReport {
+    /// Checkpoint checked.
+    pub cno: u64,
+    /// Each violation, one line.
+    pub errors: Vec<String>,
+    /// Inodes in use that were reached.
+    pub inodes: u64,
+    /// Directories among them.
+    pub directories: u64,
+    /// Data, indirect and metadata blocks referenced.
+    pub blocks: u64,
+}
+
+impl FsckReport {
+    /// True if no violation was found.
+    pub fn is_clean(&self) -> bool {
+        self.errors.is_empty()
+    }
+}
+
+const S_IFMT: u32 = 0o170000;
+
+/// Checks the filesystem on `dev` without writing to it.
+pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
+    let (mut st, rep) = match State::recover(dev, true) {
+        Ok(x) => x,
+        // No checkpoint to check is itself the finding.
+        Err(e @ crate::Error::Corrupted { .. }) => {
+            return Ok(FsckReport {
+                errors: vec![format!("no valid checkpoint: {e}")],
+                ..FsckReport::default()
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    let mut r = FsckReport {
+        cno: rep.cno,
+        ..FsckReport::default()
+    };
+    let mut live: BTreeMap<u64, u32> = BTreeMap::new();
+    let mut vrefs: HashSet<u64> = HashSet::new();
+    let bs = st.bs as u64;
+
+    // Physically addressed files.
+    for (name, map) in [
+        ("DAT", &st.dat_map),
+        ("segment usage file", &st.su_map),
+        ("checkpoint file", &st.cp_map),
+    ] {
+        for (off, p) in map.iter() {
+            count_phys(&st, &mut live, &mut r, p, &format!("{name} block {off}"));
+        }
+        for (n, p) in map.node_addrs() {
+            count_phys(
+                &st,
+                &mut live,
+                &mut r,
+                p,
+                &format!("{name} indirect block {n:?}"),
+            );
+        }
+    }
+    // The inode file.
+    let ifile_map = st.ifile_map.clone();
+    check_map(
+        &st,
+        &mut live,
+        &mut vrefs,
+        &mut r,
+        IFILE_INO,
+        &ifile_map,
+        u64::MAX,
+    );
+
+    // The tree.
+    let mut links: HashMap<u64, u32> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+    let mut seen_dirs: HashSet<u64> = HashSet::new();
+    let mut queue = VecDeque::from([(ROOT_INO, ROOT_INO)]);
+    let mut reached: HashSet<u64> = HashSet::from([ROOT_INO]);
+    while let Some((dir, parent)) = queue.pop_front() {
+        if !seen_dirs.insert(dir) {
+            r.errors.push(format!(
+                "directory {dir} is reachable twice (a directory cycle or hard link)"
+            ));
+            continue;
+        }
+        let inode = match st.inode(dir) {
+            Ok(i) => i,
+            Err(e) => {
+                r.errors.push(format!("directory {dir}: {e}"));
+                continue;
+            }
+        };
+        if inode.parent != parent {
+            r.errors.push(format!(
+                "directory {dir}: parent field {} but it is in directory {parent}",
+                inode.parent
+            ));
+        }
+        let entries = match st
+            .node(dir)
+            .map(|n| n.dir.as_ref().map(|d| d.list_after(0, usize::MAX)))
+        {
+            Ok(Some(e)) => e,
+            Ok(None) => {
+                r.errors.push(format!(
+                    "inode {dir} is entered as a directory but is not one"
+                ));
+                continue;
+            }
+            Err(e) => {
+                r.errors.push(format!("directory {dir}: {e}"));
+                continue;
+            }
+        };
+        for (_, name, ino, kind) in entries {
+            let shown = String::from_utf8_lossy(&name).into_owned();
+            let child = match st.inode(ino) {
+                Ok(i) => i,
+                Err(e) => {
+                    r.errors.push(format!(
+                        "entry {shown:?} in directory {dir} names inode {ino}: {e}"
+                    ));
+                    continue;
+                }
+            };
+            match crate::fs::ops_file_type(child.mode) {
+                Some(t) if t == kind => {}
+                t => r.errors.push(format!(
+                    "entry {shown:?} in directory {dir}: type {kind:?} but inode {ino} is {t:?}"
+                )),
+            }
+            *links.entry(ino).or_default() += 1;
+            if kind == FileType::Directory {
+                *subdirs.entry(dir).or_default() += 1;
+                queue.push_back((ino, dir));
+            }
+            reached.insert(ino);
+        }
+    }
+
+    // Every reached inode: link count, block map.
+    let mut reached: Vec<u64> = reached.into_iter().collect();
+    reached.sort_unstable();
+    for ino in reached {
+        let Ok(inode) = st.inode(ino) else { continue };
+        r.inodes += 1;
+        let is_dir = inode.mode & S_IFMT == 0o040000;
+        let expect = if is_dir {
+            r.directories += 1;
+            2 + subdirs.get(&ino).copied().unwrap_or(0)
+        } else {
+            links.get(&ino).copied().unwrap_or(0)
+        };
+        if inode.nlink != expect {
+            r.errors.push(format!(
+                "inode {ino}: link count {} but {expect} found",
+                inode.nlink
+            ));
+        }
+        let map = match st.load_bmap(&inode) {
+            Ok(m) => m,
+            Err(e) => {
+                r.errors.push(format!("inode {ino}: block map: {e}"));
+                continue;
+            }
+        };
+        let limit = if is_dir {
+            u64::MAX
+        } else {
+            inode.size.div_ceil(bs)
+        };
+        check_map(&st, &mut live, &mut vrefs, &mut r, ino, &map, limit);
+        if inode.xattr_block != 0 {
+            check_virtual(
+                &st,
+                &mut live,
+                &mut vrefs,
+                &mut r,
+                inode.xattr_block,
+                &format!("inode {ino} xattr block"),
+            );
+        }
+    }
+
+    // Unreachable inodes.
+    for ino in FIRST_USER_INO..st.next_ino {
+        match st.raw_inode(ino) {
+            Ok(i) if !i.is_free() && !seen(&links, ino) => {
+                r.errors
+                    .push(format!("inode {ino} is in use but no directory names it"));
+            }
+            Ok(_) => {}
+            Err(e) => r.errors.push(format!("inode {ino}: {e}")),
+        }
+    }
+
+    // Leaked virtual blocks.
+    let leaked: Vec<u64> = st
+        .dat
+        .iter_used()
+        .map(|(v, _)| v)
+        .filter(|v| !vrefs.contains(v))
+        .collect();
+    if !leaked.is_empty() {
+        r.errors.push(format!(
+            "{} virtual block(s) allocated in the DAT but referenced by no file (first: {})",
+            leaked.len(),
+            leaked[0]
+        ));
+    }
+
+    // Segment live counts.
+    for s in 0..st.segs.len() {
+        let u = st.segs.get(s);
+        let found = live.get(&s).copied().unwrap_or(0);
+        if u.nlive != found {
+            r.errors.push(format!(
+                "segment {s}: live count {} but {found} live blocks found",
+                u.nlive
+            ));
+        }
+        if u.is_clean() && found > 0 {
+            r.errors.push(format!(
+                "segment {s} is clean but holds {found} live blocks"
+            ));
+        }
+    }
+    r.blocks = live.values().map(|&n| u64::from(n)).sum();
+    Ok(r)
+}
+
+fn seen(links: &HashMap<u64, u32>, ino: u64) -> bool {
+    links.contains_key(&ino)
+}
+
+fn count_phys(st: &State, live: &mut BTreeMap<u64, u32>, r: &mut FsckReport, p: u64, what: &str) {
+    match st.seg_of(p) {
+        Some(s) => *live.entry(s).or_default() += 1,
+        None => r
+            .errors
+            .push(format!("{what}: block {p} is outside the data area")),
+    }
+}
+
+fn check_virtual(
+    st: &State,
+    live: &mut BTreeMap<u64, u32>,
+    vrefs: &mut HashSet<u64>,
+    r: &mut FsckReport,
+    v: u64,
+    what: &str,
+) {
+    if !vrefs.insert(v) {
+        r.errors
+            .push(format!("{what}: virtual block {v} is referenced twice"));
+        return;
+    }
+    let p = st.dat.phys(v);
+    if p == 0 {
+        r.errors.push(format!(
+            "{what}: virtual block {v} is not allocated in the DAT"
+        ));
+        return;
+    }
+    count_phys(st, live, r, p, what);
+}
+
+fn check_map(
+    st: &State,
+    live: &mut BTreeMap<u64, u32>,
+    vrefs: &mut HashSet<u64>,
+    r: &mut FsckReport,
+    ino: u64,
+    map: &BlockMap,
+    limit: u64,
+) {
+    for (off, v) in map.iter() {
+        if off >= limit {
+            r.errors.push(format!(
+                "inode {ino}: block {off} lies beyond the end of the file"
+            ));
+        }
+        check_virtual(st, live, vrefs, r, v, &format!("inode {ino} block {off}"));
+    }
+    for (n, v) in map.node_addrs() {
+        check_virtual(
+            st,
+            live,
+            vrefs,
+            r,
+            v,
+            &format!("inode {ino} indirect block {n:?}"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::blockdev::MemDevice;
+    use crate::fs::{Fs, MountOptions};
+
+    fn image() -> Arc<dyn BlockDevice> {
+        let dev = Arc::new(MemDevice::new(8 << 20));
+        let mut o = crate::mkfs::MkfsOptions::new([2; 16], 7, 1_700_000_000, 0);
+        o.blocks_per_segment = 32;
+        crate::mkfs::format(dev.as_ref(), &o).unwrap();
+        let d: Arc<dyn BlockDevice> = dev;
+        let fs = Fs::mount(d.clone(), MountOptions::default()).unwrap();
+        let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+        fs.write(f.ino, 0, &[1u8; 10_000]).unwrap();
+        fs.unmount().unwrap();
+        d
+    }
+
+    /// Applies `damage` to the recovered state and commits it as a
+    /// checkpoint, bypassing the operations that keep invariants.
+    fn commit_damaged(dev: &Arc<dyn BlockDevice>, damage: impl FnOnce(&mut State)) {
+        let (mut st, _) = State::recover(dev.clone(), false).unwrap();
+        damage(&mut st);
+        st.mods += 1;
+        let plan = st.build_checkpoint(1, false).unwrap();
+        let bs = st.bs as u64;
+        for run in &plan.runs {
+            let s: Vec<std::io::IoSlice<'_>> = run
+                .blocks
+                .iter()
+                .map(|b| std::io::IoSlice::new(b))
+                .collect();
+            dev.write_at(&s, run.block * bs).unwrap();
+        }
+        st.sb.last_log_block = plan.sr_block;
+        st.sb.last_seq = plan.sr_seq;
+        st.sb.last_cno = plan.cno;
+        st.write_superblock(1).unwrap();
+    }
+
+    #[test]
+    fn clean_image_is_clean() {
+        let r = fsck(image()).unwrap();
+        assert!(r.is_clean(), "{:?}", r.errors);
+        assert_eq!(r.inodes, 2);
+        assert_eq!(r.directories, 1);
+    }
+
+    #[test]
+    fn wrong_live_count_is_found() {
+        let dev = image();
+        commit_damaged(&dev, |st| {
+            let s = st.head.seg;
+            st.segs.add_live(s, 3);
+        });
+        let r = fsck(dev).unwrap();
+        assert!(
+            r.errors.iter().any(|e| e.contains("live count")),
+            "{:?}",
+            r.errors
+        );
+    }
+
+    #[test]
+    fn orphan_and_link_count_are_found() {
+        let dev = image();
+        commit_damaged(&dev, |st| {
+            st.node(ROOT_INO)
+                .unwrap()
+                .dir
+                .as_mut()
+                .unwrap()
+                .remove(b"f");
+        });
+        let r = fsck(dev).unwrap();
+        assert!(
+            r.errors.iter().any(|e| e.contains("no directory names it")),
+            "{:?}",
+            r.errors
+        );
+    }
+
+    #[test]
+    fn leaked_block_is_found() {
+        let dev = image();
+        commit_damaged(&dev, |st| {
+            let v = st.dat.alloc();
+            st.dat.assign(v, st.sb.segment_start(st.head.seg), 1);
+        });
+        let r = fsck(dev).unwrap();
+        assert!(
+            r.errors.iter().any(|e| e.contains("referenced by no file")),
+            "{:?}",
+            r.errors
+        );
+    }
+}
