@@ -16,7 +16,7 @@ image=${1:-${LFS_IMAGE:-./lfs.img}}
 size=${2:-${LFS_SIZE:-1G}}
 case $image in
     /*) ;;
-    *) image="$PWD/$image" ;;
+    *) image="$PWD/${image#./}" ;;
 esac
 
 target_dir=${CARGO_TARGET_DIR:-$root/target}
