@@ -164,6 +164,12 @@ impl Fs {
             }
             return Err(Error::ReadOnly(why.clone()));
         }
+        // Freed segments wait for a superblock write before reuse (lfs(5));
+        // do it now if this checkpoint might need them.
+        let need = st.dirty_blocks / u64::from(st.sb.blocks_per_segment) + 2;
+        if st.segs.npending() > 0 && st.segs.nclean() < low_water(&st) + need {
+            self.release_freed(&mut st)?;
+        }
         let plan = st.build_checkpoint(now_ns(), minor);
         let plan = match plan {
             Ok(p) => p,
@@ -207,19 +213,28 @@ impl Fs {
         st.sb.last_seq = plan.sr_seq;
         st.sb.last_cno = plan.cno;
         let behind = plan.cno - st.sb_cursor_cno();
-        if !plan.freed.is_empty() || behind >= SB_UPDATE_EVERY {
-            if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
-                st.read_only = Some(format!(": {e}"));
-                return Err(e);
-            }
-            let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
-            st.segs.release_pending();
+        if behind >= SB_UPDATE_EVERY
+            || (st.segs.npending() > 0 && st.segs.nclean() < low_water(&st))
+        {
+            self.release_freed(&mut st)?;
         }
         log::debug!(
             "checkpoint {} durable (log at block {})",
             plan.cno,
             plan.sr_block
         );
+        Ok(())
+    }
+
+    /// Writes the superblock naming the last durable checkpoint, then lets
+    /// the segments freed up to it be reused.
+    fn release_freed(&self, st: &mut State) -> Result<()> {
+        if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
+            st.read_only = Some(format!(": {e}"));
+            return Err(e);
+        }
+        let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
+        st.segs.release_pending();
         Ok(())
     }
 
@@ -426,6 +441,12 @@ impl State {
     fn sb_cursor_cno(&self) -> u64 {
         self.sb_written_cno
     }
+}
+
+/// Clean segments below which freed ones are released early: the cleaning
+/// reserve plus room for a few checkpoints.
+fn low_water(st: &State) -> u64 {
+    st.sb.reserved_segments() + 4
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
