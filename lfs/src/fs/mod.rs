@@ -6,9 +6,11 @@
 //!    change returns at once).
 //! 2. `state` protects all in-memory state. It is never held across device
 //!    writes: a checkpoint is built under it, written without it.
-//! 3. `reuse` is held shared by readers across their device reads and
-//!    exclusively while freed segments join the clean pool, so no reader
-//!    ever reads a block whose segment was reused under it.
+//! 3. `reuse` is taken shared by a reader while it still holds `state`
+//!    (having looked up its block addresses), then held alone across the
+//!    device reads; it is taken exclusively, under `state`, while freed
+//!    segments join the clean pool. So no reader ever reads a block whose
+//!    segment was reused under it, and the two orders cannot deadlock.
 //!
 //! After a failed device write or flush the filesystem goes read-only and
 //! says why; it never guesses what reached the disk.
@@ -350,11 +352,15 @@ impl Fs {
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
     /// holes. Device reads happen outside the state lock.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let _r = self.reuse.read().unwrap_or_else(|p| p.into_inner());
-        let (sources, len, bs, dev) = {
+        // The reuse guard is taken before the state lock is released (so no
+        // segment can be reused between looking up an address and reading
+        // it) and held without it (so `release_freed`, which takes it
+        // exclusively under the state lock, cannot deadlock with a reader).
+        let (sources, len, bs, dev, _reuse) = {
             let mut st = self.st();
             let (s, len) = st.read_sources(ino, offset, size)?;
-            (s, len, st.bs as u64, st.dev.clone())
+            let guard = self.reuse.read().unwrap_or_else(|p| p.into_inner());
+            (s, len, st.bs as u64, st.dev.clone(), guard)
         };
         let mut out = Vec::with_capacity(len as usize);
         let first = offset / bs;
