@@ -12,10 +12,11 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # fuse3: FUSE mounts.  mandoc: man page lint.  man-db: `man -w` in the
 # install test.  fio, e2fsprogs, xfsprogs, btrfs-progs, util-linux (losetup):
 # workloads and the peer filesystems of the benchmarks.  python3, make: the
-# harness and the Makefile.  gcc: the linker rustc drives.  shellcheck: lints
+# harness and the Makefile.  gcc: the linker rustc drives; g++: libfuzzer-sys
+# (fuzz/run-smoke.sh).  shellcheck: lints
 # these scripts in the test command.
 packages=(fuse3 mandoc fio e2fsprogs xfsprogs btrfs-progs util-linux man-db
-    python3 make gcc shellcheck)
+    python3 make gcc g++ shellcheck)
 
 command -v dpkg-query >/dev/null || die "this script is for Debian (no dpkg-query)"
 

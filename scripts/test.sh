@@ -72,7 +72,7 @@ fuzz_smoke() {
     bash fuzz/run-smoke.sh
 }
 
-run_step shellcheck shellcheck -x scripts/*.sh .ci/run
+run_step shellcheck shellcheck -x scripts/*.sh .ci/run fuzz/run-smoke.sh
 run_step fmt "$CARGO" fmt --all -- --check
 run_step clippy "$CARGO" clippy --workspace --all-targets -- -D warnings
 run_step test cargo_test

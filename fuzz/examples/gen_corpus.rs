@@ -19,7 +19,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use lfs::blockdev::{BlockDevice, MemDevice};
-use lfs::format::targets::{self, log_summary_input, meta_block_input, seeded_input, META_KINDS};
+use lfs::format::targets::{
+    self, log_summary_input, meta_block_input, seeded_input, META_KINDS, PARAMS_LEN, SEED_LEN,
+};
 use lfs::format::{
     BlockEntry, BlockKind, CheckpointEntry, DatEntry, DirEntry, FileType, Inode, LogHeader,
     LogSummary, MetaBlockHeader, MetaKind, SegUsage, SuperRoot, Superblock, Writer,
@@ -56,8 +58,21 @@ const SR_SIZE_FIELD: usize = 8;
 /// Metadata block header: the version and the record size.
 const META_VERSION: usize = 4;
 const META_RECORD_SIZE: usize = 6;
-/// Directory entry: the record length.
+/// Block entry: the kind.
+const ENTRY_KIND: usize = 24;
+/// Checkpoint entry: the flags.
+const CP_FLAGS: usize = 8;
+/// Checkpoint file header: the snapshot count.
+const CP_HEADER_SNAPSHOTS: usize = 8;
+/// Segment usage: the live block count and the flags.
+const SU_LIVE: usize = 12;
+const SU_FLAGS: usize = 16;
+/// Directory entry: the name hash, the file type, the record length and
+/// the name.
+const DIRENT_HASH: usize = 8;
+const DIRENT_TYPE: usize = 13;
 const DIRENT_REC_LEN: usize = 14;
+const DIRENT_NAME: usize = 16;
 
 /// A formatted in-memory filesystem.
 struct Image {
@@ -171,15 +186,27 @@ fn superblocks(c: &mut Corpus, k1: &Image, k4: &Image) {
         f(&mut sb);
         sb.encode()
     };
-    c.add(T, "bad-features-incompat", variant(&|sb| sb.feature_incompat = 1 << 40));
+    c.add(
+        T,
+        "bad-features-incompat",
+        variant(&|sb| sb.feature_incompat = 1 << 40),
+    );
     c.add(T, "bad-version-major", variant(&|sb| sb.version_major = 2));
-    c.add(T, "bad-field-block-size", variant(&|sb| sb.block_size = 3000));
+    c.add(
+        T,
+        "bad-field-block-size",
+        variant(&|sb| sb.block_size = 3000),
+    );
     c.add(
         T,
         "bad-field-segment-count",
         variant(&|sb| sb.nsegments = sb.total_blocks),
     );
-    c.add(T, "bad-field-reserved", variant(&|sb| sb.reserved_percent = 101));
+    c.add(
+        T,
+        "bad-field-reserved",
+        variant(&|sb| sb.reserved_percent = 101),
+    );
 }
 
 fn logs(c: &mut Corpus, k1: &Image) {
@@ -206,7 +233,11 @@ fn logs(c: &mut Corpus, k1: &Image) {
         header: LogHeader::new(LOG_FLAG_DATA_SYNC, 77, 5, 3, 9),
         entries: (0..100).map(|i| entry(i, kinds[i as usize % 5])).collect(),
     };
-    c.add(T, "good-data-sync-4k", input(4096, 1, &many.encode(4096, 1, &[])));
+    c.add(
+        T,
+        "good-data-sync-4k",
+        input(4096, 1, &many.encode(4096, 1, &[])),
+    );
     let mut gc = LogSummary {
         header: LogHeader::new(LOG_FLAG_GC, u64::MAX, 0, 0, 1),
         entries: vec![entry(0, BlockKind::Data)],
@@ -222,22 +253,34 @@ fn logs(c: &mut Corpus, k1: &Image) {
     bytes.extend(body.concat());
     c.add(T, "good-body-2k", input(2048, 7, &bytes));
 
-    let body_at = 5 + k1.bs; // prefix, then one summary block
+    let body_at = PARAMS_LEN + k1.bs; // prefix, then one summary block
     c.add(T, "bad-checksum-body", flipped(&good, body_at + 300));
     c.add(
         T,
         "bad-checksum-entry",
-        flipped(&good, 5 + LOG_HEADER_SIZE + 8),
+        flipped(&good, PARAMS_LEN + LOG_HEADER_SIZE + 8),
     );
     c.add(T, "bad-checksum-seed", input(k1.bs, SEED + 1, log));
-    c.add(T, "bad-truncated-summary", good[..5 + k1.bs - 1].to_vec());
-    c.add(T, "bad-magic", flipped(&good, 5));
-    c.add(T, "bad-version", patched(&good, 5 + LOG_VERSION, &[2, 0]));
-    c.add(T, "bad-field-flags", patched(&good, 5 + LOG_FLAGS, &[0x80, 0]));
+    c.add(
+        T,
+        "bad-truncated-summary",
+        good[..PARAMS_LEN + k1.bs - 1].to_vec(),
+    );
+    c.add(T, "bad-magic", flipped(&good, PARAMS_LEN));
+    c.add(
+        T,
+        "bad-version",
+        patched(&good, PARAMS_LEN + LOG_VERSION, &[2, 0]),
+    );
+    c.add(
+        T,
+        "bad-field-flags",
+        patched(&good, PARAMS_LEN + LOG_FLAGS, &[0x80, 0]),
+    );
     c.add(
         T,
         "bad-field-block-count",
-        patched(&good, 5 + LOG_NBLOCKS, &[9, 0, 0, 0]),
+        patched(&good, PARAMS_LEN + LOG_NBLOCKS, &[9, 0, 0, 0]),
     );
 }
 
@@ -259,8 +302,16 @@ fn block_entries(c: &mut Corpus, k1: &Image) {
     };
     c.add(T, "good-indirect3", enc(BlockKind::Indirect(3)));
     c.add(T, "good-xattr", enc(BlockKind::Xattr));
-    c.add(T, "bad-field-kind-0", patched(&mkfs_entry, 24, &[0]));
-    c.add(T, "bad-field-kind-6", patched(&mkfs_entry, 24, &[6]));
+    c.add(
+        T,
+        "bad-field-kind-0",
+        patched(&mkfs_entry, ENTRY_KIND, &[0]),
+    );
+    c.add(
+        T,
+        "bad-field-kind-6",
+        patched(&mkfs_entry, ENTRY_KIND, &[6]),
+    );
     c.add(T, "bad-truncated-31", mkfs_entry[..31].to_vec());
 }
 
@@ -275,11 +326,19 @@ fn super_roots(c: &mut Corpus, k1: &Image, k4: &Image) {
         seeded_input(SEED, k4.log_block(INITIAL_LOG_BLOCKS - 1)),
     );
     c.add(T, "bad-checksum-seed", seeded_input(SEED ^ 1, sr1));
-    c.add(T, "bad-checksum-flip", flipped(&good, 4 + 48 + 8));
-    c.add(T, "bad-magic", flipped(&good, 4));
-    c.add(T, "bad-version", patched(&good, 4 + SR_VERSION, &[0, 1]));
-    c.add(T, "bad-field-size", patched(&good, 4 + SR_SIZE_FIELD, &[0, 4]));
-    c.add(T, "bad-truncated", good[..4 + SR_SIZE - 1].to_vec());
+    c.add(T, "bad-checksum-flip", flipped(&good, SEED_LEN + 48 + 8));
+    c.add(T, "bad-magic", flipped(&good, SEED_LEN));
+    c.add(
+        T,
+        "bad-version",
+        patched(&good, SEED_LEN + SR_VERSION, &[0, 1]),
+    );
+    c.add(
+        T,
+        "bad-field-size",
+        patched(&good, SEED_LEN + SR_SIZE_FIELD, &[0, 4]),
+    );
+    c.add(T, "bad-truncated", good[..SEED_LEN + SR_SIZE - 1].to_vec());
     let mut sr = SuperRoot::decode(sr1, SEED).unwrap();
     sr.sufile.nsec[2] = 1_000_000_000;
     c.add(
@@ -362,7 +421,7 @@ fn checkpoints(c: &mut Corpus, k1: &Image) {
     snap.prev_snapshot = 4;
     snap.ifile = extreme_inode();
     c.add(T, "good-snapshot", encoded(|w| snap.encode_into(w)));
-    c.add(T, "bad-field-flags", patched(&cp, 8, &[0x80]));
+    c.add(T, "bad-field-flags", patched(&cp, CP_FLAGS, &[0x80]));
     let mut bad = CheckpointEntry::decode(&cp).unwrap();
     bad.ifile.nsec[0] = 1_000_000_000;
     c.add(T, "bad-field-nanoseconds", encoded(|w| bad.encode_into(w)));
@@ -371,7 +430,11 @@ fn checkpoints(c: &mut Corpus, k1: &Image) {
     const H: &str = "cp_file_header";
     let hdr = k1.record(MetaKind::Cpfile, 0).to_vec();
     c.add(H, "good-mkfs", hdr.clone());
-    c.add(H, "bad-field-snapshots", patched(&hdr, 8, &[2]));
+    c.add(
+        H,
+        "bad-field-snapshots",
+        patched(&hdr, CP_HEADER_SNAPSHOTS, &[2]),
+    );
     c.add(H, "bad-truncated", hdr[..100].to_vec());
 }
 
@@ -392,8 +455,8 @@ fn seg_usages(c: &mut Corpus, k1: &Image) {
             seq: u64::MAX,
         }),
     );
-    c.add(T, "bad-field-live", patched(&su, 12, &[0xff, 0xff]));
-    c.add(T, "bad-field-flags", patched(&su, 16, &[8]));
+    c.add(T, "bad-field-live", patched(&su, SU_LIVE, &[0xff, 0xff]));
+    c.add(T, "bad-field-flags", patched(&su, SU_FLAGS, &[8]));
     c.add(T, "bad-truncated", su[..31].to_vec());
 
     const H: &str = "su_file_header";
@@ -427,17 +490,33 @@ fn dir_entries(c: &mut Corpus) {
 
     let good = seeded_input(SEED, &hello);
     c.add(T, "bad-checksum-seed", seeded_input(SEED ^ 1, &hello));
-    c.add(T, "bad-checksum-name", patched(&good, 4 + 16, b"j"));
-    c.add(T, "bad-field-inode-zero", patched(&good, 4, &[0]));
-    c.add(T, "bad-field-type", patched(&good, 4 + 13, &[3]));
+    c.add(
+        T,
+        "bad-checksum-name",
+        patched(&good, SEED_LEN + DIRENT_NAME, b"j"),
+    );
+    c.add(T, "bad-field-inode-zero", patched(&good, SEED_LEN, &[0]));
+    c.add(
+        T,
+        "bad-field-type",
+        patched(&good, SEED_LEN + DIRENT_TYPE, &[3]),
+    );
     c.add(
         T,
         "bad-field-record-length",
-        patched(&good, 4 + DIRENT_REC_LEN, &[9, 0]),
+        patched(&good, SEED_LEN + DIRENT_REC_LEN, &[9, 0]),
     );
-    c.add(T, "bad-field-name-slash", patched(&good, 4 + 17, b"/"));
+    c.add(
+        T,
+        "bad-field-name-slash",
+        patched(&good, SEED_LEN + DIRENT_NAME + 1, b"/"),
+    );
     c.add(T, "bad-field-name-dotdot", seeded_input(SEED, &dotdot()));
-    c.add(T, "bad-truncated", good[..4 + 20].to_vec());
+    c.add(
+        T,
+        "bad-truncated",
+        good[..SEED_LEN + DIRENT_NAME + 4].to_vec(),
+    );
 }
 
 /// An entry named `..`, with a correct hash: names are checked first.
@@ -450,8 +529,9 @@ fn dotdot() -> Vec<u8> {
         }
         .encode_into(w, SEED)
     });
-    e[16..18].copy_from_slice(b"..");
-    e[8..12].copy_from_slice(&lfs::format::name_hash(SEED, b"..").to_le_bytes());
+    e[DIRENT_NAME..DIRENT_NAME + 2].copy_from_slice(b"..");
+    e[DIRENT_HASH..DIRENT_HASH + 4]
+        .copy_from_slice(&lfs::format::name_hash(SEED, b"..").to_le_bytes());
     e
 }
 
@@ -469,7 +549,11 @@ fn meta_blocks(c: &mut Corpus, k1: &Image) {
     }
     for kind in META_KINDS {
         let mut block = vec![0u8; 1024];
-        for (i, b) in block.iter_mut().enumerate().skip(16) {
+        for (i, b) in block
+            .iter_mut()
+            .enumerate()
+            .skip(lfs::format::META_HEADER_SIZE)
+        {
             *b = (i % 251) as u8;
         }
         MetaBlockHeader::seal(&mut block, kind, 3);
@@ -483,19 +567,27 @@ fn meta_blocks(c: &mut Corpus, k1: &Image) {
         "bad-magic-kind",
         meta_block_input(MetaKind::Sufile, SEED, dat),
     );
-    c.add(T, "bad-checksum-flip", flipped(&good, 5 + 600));
+    c.add(T, "bad-checksum-flip", flipped(&good, PARAMS_LEN + 600));
     c.add(
         T,
         "bad-checksum-seed",
         meta_block_input(MetaKind::Dat, 0, dat),
     );
-    c.add(T, "bad-version", patched(&good, 5 + META_VERSION, &[9]));
+    c.add(
+        T,
+        "bad-version",
+        patched(&good, PARAMS_LEN + META_VERSION, &[9]),
+    );
     c.add(
         T,
         "bad-field-record-size",
-        patched(&good, 5 + META_RECORD_SIZE, &[33]),
+        patched(&good, PARAMS_LEN + META_RECORD_SIZE, &[33]),
     );
-    c.add(T, "bad-truncated", good[..5 + 15].to_vec());
+    c.add(
+        T,
+        "bad-truncated",
+        good[..PARAMS_LEN + lfs::format::META_HEADER_SIZE - 1].to_vec(),
+    );
 }
 
 /// Checks every input against its name, then writes it.

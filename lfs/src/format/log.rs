@@ -300,6 +300,13 @@ impl LogSummary {
     /// [`LogSummary::verify_body`], once the payload is read.
     pub fn decode(buf: &[u8], block_size: usize, crc_seed: u32) -> Result<Self, DecodeError> {
         const WHAT: &str = "log summary";
+        if block_size < super::MIN_BLOCK_SIZE as usize {
+            return Err(DecodeError::InvalidField {
+                what: WHAT,
+                field: "block size",
+                value: block_size as u64,
+            });
+        }
         let header = LogHeader::decode_unverified(buf)?;
         let sum_len = (header.nsummary_blocks as usize).saturating_mul(block_size);
         let needed = LogHeader::summary_blocks_for(header.nentries as usize, block_size);

@@ -354,9 +354,9 @@ pub fn uuid_string(uuid: &[u8; 16]) -> String {
 
 /// Segments reserved for cleaning out of `nsegments` at `percent`.
 pub fn reserved_segments(nsegments: u64, percent: u32) -> u64 {
-    (nsegments * u64::from(percent))
-        .div_ceil(100)
-        .max(super::MIN_RESERVED_SEGMENTS)
+    // u128: a decoded superblock may hold any segment count.
+    let r = (u128::from(nsegments) * u128::from(percent)).div_ceil(100);
+    (r as u64).max(super::MIN_RESERVED_SEGMENTS)
 }
 
 fn invalid(field: &'static str, value: u64) -> DecodeError {
@@ -492,6 +492,8 @@ pub(crate) mod tests {
         assert_eq!(sb.segment_of(1 + 127 * 2048), None);
         assert_eq!(sb.reserved_segments(), 7);
         assert_eq!(reserved_segments(10, 0), 2);
+        // Found by fuzzing: must not overflow for any decodable value.
+        assert_eq!(reserved_segments(1 << 59, 100), 1 << 59);
     }
 
     pub(crate) fn arb() -> impl Strategy<Value = Superblock> {
