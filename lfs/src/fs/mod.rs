@@ -49,9 +49,8 @@ pub struct Fs {
     ckpt: Mutex<()>,
     reuse: RwLock<()>,
     opts: Mutex<MountOptions>,
-    stop: Mutex<bool>,
-    wake: Condvar,
-    timer: Mutex<Option<JoinHandle<()>>>,
+    timer: Arc<Timer>,
+    timer_thread: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     read_only: bool,
 }
@@ -95,18 +94,18 @@ impl Fs {
             reuse: RwLock::new(()),
             read_only: opts.read_only,
             opts: Mutex::new(opts),
-            stop: Mutex::new(false),
-            wake: Condvar::new(),
-            timer: Mutex::new(None),
+            timer: Arc::new(Timer::default()),
+            timer_thread: Mutex::new(None),
             report,
         });
         if !fs.read_only {
             let weak = Arc::downgrade(&fs);
+            let timer = fs.timer.clone();
             let h = std::thread::Builder::new()
                 .name("lfs-checkpoint".into())
-                .spawn(move || timer_loop(weak))
+                .spawn(move || timer_loop(&timer, weak))
                 .map_err(|e| Error::io("starting the checkpoint thread", e))?;
-            *lock(&fs.timer) = Some(h);
+            *lock(&fs.timer_thread) = Some(h);
         }
         Ok(fs)
     }
@@ -125,7 +124,7 @@ impl Fs {
         let mut o = lock(&self.opts);
         o.checkpoint_interval = interval;
         o.dirty_limit_bytes = dirty_limit;
-        self.wake.notify_all();
+        self.timer.wake.notify_all();
     }
 
     /// Usage of every segment, and the number in the clean pool.
@@ -244,14 +243,14 @@ impl Fs {
     /// calls do nothing.
     pub fn unmount(&self) -> Result<()> {
         {
-            let mut stop = lock(&self.stop);
+            let mut stop = lock(&self.timer.stop);
             if *stop {
                 return Ok(());
             }
             *stop = true;
-            self.wake.notify_all();
+            self.timer.wake.notify_all();
         }
-        if let Some(h) = lock(&self.timer).take() {
+        if let Some(h) = lock(&self.timer_thread).take() {
             let _ = h.join();
         }
         if self.read_only {
@@ -269,7 +268,10 @@ impl Fs {
         Ok(())
     }
 
-    /// Waits for a checkpoint if dirty data is over the limit.
+    /// Keeps dirty data bounded without a cliff: above a quarter of the
+    /// limit the checkpoint thread is woken to write in the background
+    /// (writers go on filling memory while its logs are written); only at
+    /// the limit does a writer wait for a checkpoint itself.
     fn throttle(&self) -> Result<()> {
         let limit = lock(&self.opts).dirty_limit_bytes;
         let (dirty, mods) = {
@@ -278,6 +280,8 @@ impl Fs {
         };
         if dirty > limit {
             self.checkpoint_covering(mods, true)?;
+        } else if dirty > limit / BACKGROUND_FRACTION {
+            self.timer.kick();
         }
         Ok(())
     }
@@ -437,8 +441,29 @@ impl Fs {
 
 impl Drop for Fs {
     fn drop(&mut self) {
-        *lock(&self.stop) = true;
-        self.wake.notify_all();
+        *lock(&self.timer.stop) = true;
+        self.timer.wake.notify_all();
+    }
+}
+
+/// Dirty data above `limit / BACKGROUND_FRACTION` starts a background
+/// checkpoint.
+const BACKGROUND_FRACTION: u64 = 4;
+
+/// The checkpoint thread's controls; shared without keeping `Fs` alive.
+#[derive(Debug, Default)]
+struct Timer {
+    stop: Mutex<bool>,
+    wake: Condvar,
+    kicked: std::sync::atomic::AtomicBool,
+}
+
+impl Timer {
+    /// Asks for a checkpoint now.
+    fn kick(&self) {
+        if !self.kicked.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.wake.notify_all();
+        }
     }
 }
 
@@ -459,31 +484,39 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Writes a checkpoint whenever the interval passes with changes pending.
-fn timer_loop(fs: Weak<Fs>) {
+/// Writes a checkpoint whenever the interval passes with changes pending,
+/// or when kicked by the dirty-data throttle.
+fn timer_loop(timer: &Timer, fs: Weak<Fs>) {
+    use std::sync::atomic::Ordering;
     let mut last = Instant::now();
     loop {
-        let Some(f) = fs.upgrade() else { return };
-        let interval = lock(&f.opts).checkpoint_interval;
+        let interval = match fs.upgrade() {
+            Some(f) => lock(&f.opts).checkpoint_interval,
+            None => return,
+        };
         {
-            let stop = lock(&f.stop);
+            let stop = lock(&timer.stop);
             if *stop {
                 return;
             }
-            let wait = interval.saturating_sub(last.elapsed());
-            let (stop, _) = f
-                .wake
-                .wait_timeout(stop, wait.max(Duration::from_millis(10)))
-                .unwrap_or_else(|p| p.into_inner());
-            if *stop {
-                return;
+            if !timer.kicked.load(Ordering::Acquire) {
+                let wait = interval.saturating_sub(last.elapsed());
+                let (stop, _) = timer
+                    .wake
+                    .wait_timeout(stop, wait.max(Duration::from_millis(10)))
+                    .unwrap_or_else(|p| p.into_inner());
+                if *stop {
+                    return;
+                }
             }
         }
-        if last.elapsed() >= interval {
+        let kicked = timer.kicked.swap(false, Ordering::AcqRel);
+        if kicked || last.elapsed() >= interval {
             last = Instant::now();
+            let Some(f) = fs.upgrade() else { return };
             let want = f.st().mods;
             if let Err(e) = f.checkpoint_covering(want, true) {
-                log::error!("timed checkpoint failed: {e}");
+                log::error!("background checkpoint failed: {e}");
             }
         }
     }
