@@ -152,7 +152,7 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
                     continue;
                 }
             };
-            match crate::fs::ops_file_type(child.mode) {
+            match crate::fs::file_type_of_mode(child.mode) {
                 Some(t) if t == kind => {}
                 t => r.errors.push(format!(
                     "entry {shown:?} in directory {dir}: type {kind:?} but inode {ino} is {t:?}"

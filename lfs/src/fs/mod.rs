@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 pub use ops::Source;
 
 /// The directory-entry type of an st_mode, if it has a known type.
-pub fn ops_file_type(mode: u32) -> Option<crate::format::FileType> {
+pub fn file_type_of_mode(mode: u32) -> Option<crate::format::FileType> {
     ops::file_type(mode).ok()
 }
 pub use types::*;
