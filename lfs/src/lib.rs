@@ -23,5 +23,6 @@ pub mod fsck;
 pub mod inspect;
 pub mod log;
 pub mod mkfs;
+pub mod units;
 
 pub use error::{Error, Result};

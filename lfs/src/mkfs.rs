@@ -26,6 +26,7 @@ use crate::format::{
     SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO, IFILE_INO,
     LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
 };
+pub use crate::units::human_bytes;
 use crate::{Error, Result};
 
 /// Bytes zeroed at each end of the device before formatting: covers the
@@ -415,22 +416,6 @@ fn put_record(block: &mut [u8], kind: MetaKind, slot: u64, bs: usize, f: impl Fn
     }
 }
 
-/// `1073741824` → `1.0 GiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -494,12 +479,5 @@ mod tests {
         assert_eq!(sr.dat.bmap[0], sb.last_log_block + 2);
         // Other segments hold nothing that verifies.
         assert!(inspect::dump_segment(&dev, &sb, 1).unwrap().logs.is_empty());
-    }
-
-    #[test]
-    fn human_units() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1 << 30), "1.0 GiB");
-        assert_eq!(human_bytes(3 << 19), "1.5 MiB");
     }
 }

@@ -35,6 +35,8 @@ fn files_and_directories_survive_remount() {
     assert_eq!(fs.write(f.ino, 0, &data).unwrap() as usize, data.len());
     assert_eq!(fs.read(f.ino, 0, 400_000).unwrap(), data);
     assert_eq!(fs.read(f.ino, 4000, 200).unwrap(), data[4000..4200]);
+    let dsize = fs.getattr(d.ino).unwrap().size;
+    assert_eq!(dsize, 4096, "a directory's size follows its blocks at once");
     fs.symlink(ROOT_INO, b"link", b"dir/file", 0, 0).unwrap();
     fs.setxattr(f.ino, b"user.k", b"v", 0).unwrap();
     fs.unmount().unwrap();
@@ -43,6 +45,7 @@ fn files_and_directories_survive_remount() {
     let fs = mount(&dev);
     let d2 = fs.lookup(ROOT_INO, b"dir").unwrap();
     assert_eq!(d2.ino, d.ino);
+    assert_eq!(d2.size, dsize);
     let f2 = fs.lookup(d.ino, b"file").unwrap();
     assert_eq!(f2.size, data.len() as u64);
     assert_eq!(f2.uid, 1000);

@@ -5,8 +5,6 @@
 //! calls `lfs::mkfs`. Exit codes are listed in mkfs.lfs(8) and in
 //! [`Exit`].
 
-mod size;
-
 use std::fs;
 use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
@@ -70,7 +68,7 @@ struct Args {
     label: String,
 
     /// Create the image file, or extend it, to SIZE bytes (suffixes K, M, G, T, P).
-    #[arg(short = 's', long, value_name = "SIZE", value_parser = size::parse_size)]
+    #[arg(short = 's', long, value_name = "SIZE", value_parser = lfs::units::parse_size)]
     size: Option<u64>,
 
     /// Print the geometry and write nothing.

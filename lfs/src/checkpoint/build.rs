@@ -149,7 +149,8 @@ impl State {
             }
             self.write_nodes(ino, &mut node.bmap, p, &mut virt, &mut allocated);
             inode.bmap = node.bmap.root();
-            inode.blocks = node.bmap.len() as u64 + node.bmap.node_addrs().count() as u64;
+            // st_blocks counts data blocks only, loaded or not (ops::attr).
+            inode.blocks = node.bmap.len() as u64;
             self.nodes.insert(ino, node);
             self.put_inode(inode)?;
         }

@@ -154,6 +154,17 @@ impl Fs {
     }
 
     fn checkpoint_covering(&self, want: u64, minor: bool) -> Result<()> {
+        let r = self.checkpoint_locked(want, minor);
+        let mut d = lock(&self.timer.done);
+        d.0 += 1;
+        if let Err(e) = &r {
+            d.1 = Some(format!(": {e}"));
+        }
+        self.timer.done_cv.notify_all();
+        r
+    }
+
+    fn checkpoint_locked(&self, want: u64, minor: bool) -> Result<()> {
         let _c = lock(&self.ckpt);
         let mut st = self.st();
         if st.durable_mods >= want || !st.needs_checkpoint() {
@@ -171,7 +182,9 @@ impl Fs {
         if st.segs.npending() > 0 && st.segs.nclean() < low_water(&st) + need {
             self.release_freed(&mut st)?;
         }
+        let t0 = Instant::now();
         let plan = st.build_checkpoint(now_ns(), minor);
+        let built = t0.elapsed();
         let plan = match plan {
             Ok(p) => p,
             Err(e) => {
@@ -219,10 +232,21 @@ impl Fs {
         {
             self.release_freed(&mut st)?;
         }
-        log::debug!(
-            "checkpoint {} durable (log at block {})",
+        let blocks: usize = plan.runs.iter().map(|r| r.blocks.len()).sum();
+        let total = t0.elapsed();
+        let level = if total > SLOW_CHECKPOINT {
+            log::Level::Info
+        } else {
+            log::Level::Debug
+        };
+        log::log!(
+            level,
+            "checkpoint {} durable: {blocks} blocks in {} log(s) at block {}, built in {:?}, total {:?}",
             plan.cno,
-            plan.sr_block
+            plan.runs.len(),
+            plan.sr_block,
+            built,
+            total
         );
         Ok(())
     }
@@ -268,20 +292,33 @@ impl Fs {
         Ok(())
     }
 
-    /// Keeps dirty data bounded without a cliff: above a quarter of the
+    /// Keeps dirty data bounded without a cliff. Above a quarter of the
     /// limit the checkpoint thread is woken to write in the background
-    /// (writers go on filling memory while its logs are written); only at
-    /// the limit does a writer wait for a checkpoint itself.
+    /// while writers go on filling memory. Above the limit a writer waits
+    /// for the checkpoint in flight to finish (which takes the dirty data
+    /// it saw) instead of writing one of its own, so no writer ever waits
+    /// for more than about one checkpoint's worth of I/O.
     fn throttle(&self) -> Result<()> {
         let limit = lock(&self.opts).dirty_limit_bytes;
-        let (dirty, mods) = {
+        let dirty = {
             let st = self.st();
-            (st.dirty_blocks * st.bs as u64, st.mods)
+            st.dirty_blocks * st.bs as u64
         };
-        if dirty > limit {
-            self.checkpoint_covering(mods, true)?;
-        } else if dirty > limit / BACKGROUND_FRACTION {
-            self.timer.kick();
+        if dirty <= limit / BACKGROUND_FRACTION {
+            return Ok(());
+        }
+        self.timer.kick();
+        if dirty <= limit {
+            return Ok(());
+        }
+        let gen = lock(&self.timer.done).0;
+        let (g, _) = self
+            .timer
+            .done_cv
+            .wait_timeout_while(lock(&self.timer.done), THROTTLE_WAIT, |d| d.0 == gen)
+            .unwrap_or_else(|p| p.into_inner());
+        if let Some(why) = &g.1 {
+            return Err(Error::ReadOnly(why.clone()));
         }
         Ok(())
     }
@@ -446,9 +483,15 @@ impl Drop for Fs {
     }
 }
 
+/// Checkpoints slower than this are logged at info level.
+const SLOW_CHECKPOINT: Duration = Duration::from_millis(200);
+
 /// Dirty data above `limit / BACKGROUND_FRACTION` starts a background
 /// checkpoint.
 const BACKGROUND_FRACTION: u64 = 4;
+
+/// Longest a throttled writer waits for the checkpoint in flight.
+const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 
 /// The checkpoint thread's controls; shared without keeping `Fs` alive.
 #[derive(Debug, Default)]
@@ -456,6 +499,9 @@ struct Timer {
     stop: Mutex<bool>,
     wake: Condvar,
     kicked: std::sync::atomic::AtomicBool,
+    /// Checkpoints finished (or failed) so far, and the last failure.
+    done: Mutex<(u64, Option<String>)>,
+    done_cv: Condvar,
 }
 
 impl Timer {

@@ -114,8 +114,14 @@ impl State {
     pub fn attr(&mut self, ino: u64) -> Result<Attr> {
         let i = self.inode(ino)?;
         let bs512 = self.bs as u64 / 512;
+        let mut size = i.size;
         let blocks = match self.nodes.get(&ino) {
             Some(n) => {
+                // A directory's size follows its blocks, which the record
+                // only learns at the next checkpoint.
+                if let Some(d) = &n.dir {
+                    size = d.nblocks() * self.bs as u64;
+                }
                 let extra = n.dirty.keys().filter(|&&o| n.bmap.get(o) == 0).count();
                 (n.bmap.len() + extra) as u64 * bs512
             }
@@ -123,7 +129,7 @@ impl State {
         };
         Ok(Attr {
             ino,
-            size: i.size,
+            size,
             blocks,
             atime: to_time(i.atime, i.nsec[0]),
             mtime: to_time(i.mtime, i.nsec[1]),
@@ -451,9 +457,11 @@ impl State {
                 self.reparent(sino, np, t)?;
                 self.reparent(dino, p, t)?;
             }
-            self.touch_dir(p, ddir - sdir, t)?;
             if p != np {
+                self.touch_dir(p, ddir - sdir, t)?;
                 self.touch_dir(np, sdir - ddir, t)?;
+            } else {
+                self.touch_dir(p, 0, t)?;
             }
             return Ok(());
         }
@@ -781,21 +789,31 @@ impl State {
                 return Err(Error::NotSupported);
             }
             let bs = self.bs as u64;
-            let end = end.min(i.size);
+            // Past the end of file there is nothing to keep: a range that
+            // reaches EOF covers the rest of the last block too.
+            let end = if end >= i.size {
+                i.size.div_ceil(bs) * bs
+            } else {
+                end
+            };
             if off >= end {
                 return Ok(());
             }
-            let (fb, lb) = (off / bs, (end - 1) / bs);
-            if fb == lb {
-                self.zero_in_block(ino, fb, (off % bs) as usize, ((end - 1) % bs + 1) as usize)?;
-            } else {
-                if off % bs != 0 {
-                    self.zero_in_block(ino, fb, (off % bs) as usize, bs as usize)?;
-                }
-                if end % bs != 0 {
-                    self.zero_in_block(ino, lb, 0, (end % bs) as usize)?;
-                }
-                self.drop_blocks(ino, off.div_ceil(bs), end / bs)?;
+            let first_whole = off.div_ceil(bs);
+            let last_whole = end / bs;
+            if first_whole < last_whole {
+                self.drop_blocks(ino, first_whole, last_whole)?;
+            }
+            if off % bs != 0 {
+                let stop = if off / bs == (end - 1) / bs {
+                    ((end - 1) % bs + 1) as usize
+                } else {
+                    bs as usize
+                };
+                self.zero_in_block(ino, off / bs, (off % bs) as usize, stop)?;
+            }
+            if end % bs != 0 && (off % bs == 0 || off / bs != end / bs) {
+                self.zero_in_block(ino, end / bs, 0, (end % bs) as usize)?;
             }
             let mut i = self.inode(ino)?;
             let t = now();

@@ -17,8 +17,10 @@ pub struct MountOptions {
 
 /// Default checkpoint interval.
 pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
-/// Default dirty-data limit.
-pub const DEFAULT_DIRTY_LIMIT: u64 = 256 << 20;
+/// Default dirty-data limit: writers wait above it. Small enough that the
+/// checkpoint a writer may wait for is short (32 MiB is about a tenth of a
+/// second of a disk's sequential bandwidth), large enough to batch.
+pub const DEFAULT_DIRTY_LIMIT: u64 = 32 << 20;
 
 impl Default for MountOptions {
     fn default() -> Self {

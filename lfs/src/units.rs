@@ -1,4 +1,4 @@
-//! Parsing sizes such as `1G`, `512MiB` or `4096`.
+//! Sizes as users write and read them: `1G`, `512MiB`, `4096`; `1.0 GiB`.
 
 /// Parses a byte count with an optional binary unit suffix (K, M, G, T, P,
 /// optionally followed by `iB` or `B`; case-insensitive).
@@ -29,9 +29,32 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("size {s:?} is too large"))
 }
 
+/// `1073741824` → `1.0 GiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1 << 30), "1.0 GiB");
+        assert_eq!(human_bytes(3 << 19), "1.5 MiB");
+    }
 
     #[test]
     fn sizes() {

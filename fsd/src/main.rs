@@ -1,0 +1,449 @@
+//! `fsd`: mounts an lfs filesystem with FUSE and serves it, in the
+//! foreground, until it is unmounted.
+//!
+//! This file is the thin part: arguments → configuration → engine mount →
+//! FUSE session → final checkpoint. The FUSE adapter is [`fuse`], the
+//! one errno mapping [`errno`], the configuration file [`config`], signal
+//! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
+
+mod config;
+mod errno;
+mod fuse;
+mod options;
+mod signals;
+
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::anyhow;
+use clap::Parser;
+use lfs::blockdev::{BlockDevice, FileDevice, OpenOptions};
+use lfs::fs::{Fs, MountOptions};
+use log::{error, info, warn, LevelFilter};
+
+use crate::config::{Config, Source};
+use crate::options::{MountFlags, Overrides};
+
+/// Exit statuses, as documented in fsd(8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    /// Mounted, served, unmounted cleanly (final checkpoint written).
+    Ok = 0,
+    /// An operational error: I/O, the FUSE mount failed, the final
+    /// checkpoint failed.
+    Error = 1,
+    /// Bad usage, mount option or configuration file (also clap's code).
+    Usage = 2,
+    /// The mount point is not an empty directory (or is a stale mount).
+    Mountpoint = 3,
+    /// The device does not hold a usable lfs filesystem (not lfs, both
+    /// superblocks bad, an unsupported format version or feature).
+    NotLfs = 4,
+    /// The device is in use by another fsd or mkfs.lfs, or is mounted.
+    Busy = 5,
+    /// The filesystem can only be mounted read-only (unknown ro-compat
+    /// features): mount it with `-o ro`.
+    NeedsReadOnly = 6,
+}
+
+/// A failure with the exit status it maps to.
+struct Failure(Exit, anyhow::Error);
+
+fn fail(code: Exit, e: impl Into<anyhow::Error>) -> Failure {
+    Failure(code, e.into())
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "fsd",
+    version,
+    about = "Mount an lfs log-structured filesystem with FUSE and serve it in the foreground",
+    after_help = "Signals: SIGTERM/SIGINT unmount (final checkpoint, exit 0), SIGHUP reloads the \
+                  configuration.\nExit status: 0 clean unmount, 1 error, 2 bad usage or \
+                  configuration, 3 bad mount point, 4 not a usable lfs device, 5 device busy, \
+                  6 needs -o ro. See fsd(8)."
+)]
+struct Args {
+    /// Mount options, comma-separated: ro, rw, allow_other, default_permissions.
+    #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
+    options: Vec<String>,
+
+    /// Configuration file [default: /etc/lfs/fsd.toml if it exists].
+    #[arg(short = 'c', long, value_name = "FILE")]
+    config: Option<PathBuf>,
+
+    /// Control socket path [default: /run/lfs/<device name>.sock].
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+
+    /// Run in the foreground (fsd always does; accepted for compatibility).
+    #[arg(short = 'f', long)]
+    foreground: bool,
+
+    /// More log output: -v debug, -vv trace (overrides log_level).
+    #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, conflicts_with = "log_level")]
+    verbose: u8,
+
+    /// Log level: off, error, warn, info, debug, trace (overrides log_level).
+    #[arg(long, value_name = "LEVEL", value_parser = config::parse_log_level)]
+    log_level: Option<LevelFilter>,
+
+    /// Block device or image file holding the filesystem.
+    device: PathBuf,
+
+    /// Empty directory to mount it on.
+    mountpoint: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    // A panic means the engine's memory can no longer be trusted: never
+    // write a checkpoint from it. Abort; the next mount recovers from the
+    // last durable log, as after a crash.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        default_hook(info);
+        eprintln!("fsd: aborting after a panic; the next mount recovers the filesystem");
+        std::process::abort();
+    }));
+    match run(&args) {
+        Ok(()) => ExitCode::from(Exit::Ok as u8),
+        Err(Failure(code, e)) => {
+            error!("{e:#}");
+            if !log::log_enabled!(log::Level::Error) {
+                eprintln!("fsd: {e:#}");
+            }
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), Failure> {
+    let device = &args.device;
+    let flags =
+        options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
+    let source = match &args.config {
+        Some(path) => Source::Explicit(path.clone()),
+        None => Source::Default,
+    };
+    let (file_config, config_file) = source.load().map_err(|e| fail(Exit::Usage, e))?;
+    let config = overrides.apply(file_config);
+    let env_logging = options::init_logging(config.log_level);
+    match &config_file {
+        Some(file) => info!("configuration from {}", file.display()),
+        None => info!("no configuration file; built-in defaults"),
+    }
+    if env_logging {
+        info!("RUST_LOG is set: it decides the log level, not log_level or -v");
+    }
+    for note in flags.notes() {
+        warn!("{note}");
+    }
+
+    let socket = match &config.socket {
+        Some(path) => {
+            config::validate_socket_path(path)
+                .map_err(|e| fail(Exit::Usage, anyhow!("control socket: {e}")))?;
+            path.clone()
+        }
+        None => config::default_socket_path(device)
+            .map_err(|e| fail(Exit::Usage, anyhow!("control socket: {e}; use --socket")))?,
+    };
+    info!(
+        "control socket {} (reserved for the control protocol, not served by this version)",
+        socket.display()
+    );
+
+    let mountpoint =
+        options::check_mountpoint(&args.mountpoint).map_err(|e| fail(Exit::Mountpoint, e))?;
+    let signals = signals::register()
+        .map_err(|e| fail(Exit::Error, anyhow!("registering signal handlers: {e}")))?;
+
+    let dev = open_device(device, flags.read_only)?;
+    let opts = MountOptions {
+        read_only: flags.read_only,
+        checkpoint_interval: config.checkpoint_interval,
+        dirty_limit_bytes: config.dirty_limit,
+    };
+    let fs = Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?;
+
+    let settings = fuser_config(&flags, &config, device);
+    let adapter = fuse::Adapter::new(Arc::clone(&fs));
+    let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
+        Ok(s) => s,
+        Err(e) => {
+            let e = anyhow!(e).context(format!(
+                "FUSE mount of {} on {} failed (is /dev/fuse there and usable?)",
+                device.display(),
+                mountpoint.display()
+            ));
+            final_unmount(&fs, device)?;
+            return Err(fail(Exit::Error, e));
+        }
+    };
+    let device_number = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| signals::fuse_device_number(&m, &mountpoint));
+    if device_number.is_none() {
+        warn!(
+            "{} is not in /proc/self/mountinfo; unmounting on SIGTERM will not check it is ours",
+            mountpoint.display()
+        );
+    }
+    let current = Arc::new(Mutex::new(config.clone()));
+    let reload = {
+        let fs = Arc::clone(&fs);
+        let current = Arc::clone(&current);
+        Box::new(move || reload(&source, &overrides, &current, &fs, env_logging))
+    };
+    let targets = signals::Targets {
+        unmounter: session.unmount_callable(),
+        mountpoint: mountpoint.clone(),
+        device_number,
+        reload,
+    };
+    let signal_thread = match signals.spawn(targets) {
+        Ok(t) => t,
+        Err(e) => {
+            drop(session); // unmounts
+            final_unmount(&fs, device)?;
+            return Err(fail(
+                Exit::Error,
+                anyhow!("starting the signal thread: {e}"),
+            ));
+        }
+    };
+    info!(
+        "mounted {} on {} ({}, {} request threads, block size {})",
+        device.display(),
+        mountpoint.display(),
+        if flags.read_only {
+            "read-only"
+        } else {
+            "read-write"
+        },
+        config.threads,
+        fs.block_size()
+    );
+
+    let served = session.run();
+    signal_thread.stop();
+    if let Err(e) = &served {
+        error!("the FUSE session ended with an error: {e}");
+    }
+    final_unmount(&fs, device)?;
+    served.map_err(|e| fail(Exit::Error, anyhow!("FUSE session: {e}")))
+}
+
+/// Opens the device exclusively (for read-write), wrapped for the engine.
+fn open_device(path: &Path, read_only: bool) -> Result<Arc<dyn BlockDevice>, Failure> {
+    let opts = OpenOptions {
+        read_only,
+        direct: false,
+        exclusive: true,
+    };
+    match FileDevice::open(path, opts) {
+        Ok(dev) => Ok(Arc::new(dev)),
+        Err(e) if e.kind() == ErrorKind::ResourceBusy => Err(fail(
+            Exit::Busy,
+            anyhow!("{e}: another fsd or mkfs.lfs has it open, or it is mounted"),
+        )),
+        Err(e) => Err(fail(Exit::Error, e)),
+    }
+}
+
+/// The exit status and message of a failed engine mount.
+fn mount_failure(device: &Path, read_only: bool, e: lfs::Error) -> Failure {
+    let shown = device.display();
+    match e {
+        lfs::Error::ReadOnly(_) if !read_only => fail(
+            Exit::NeedsReadOnly,
+            anyhow!("{shown}: {e} (mount with -o ro)"),
+        ),
+        lfs::Error::Corrupted { .. } | lfs::Error::Unsupported(_) => fail(
+            Exit::NotLfs,
+            anyhow!("{shown} does not hold a usable lfs filesystem: {e}"),
+        ),
+        e => fail(
+            Exit::Error,
+            anyhow!(e).context(format!("mounting the filesystem on {shown}")),
+        ),
+    }
+}
+
+/// The final checkpoint; marks the filesystem clean.
+fn final_unmount(fs: &Fs, device: &Path) -> Result<(), Failure> {
+    fs.unmount().map_err(|e| {
+        fail(
+            Exit::Error,
+            anyhow!(e).context(format!(
+                "final checkpoint of {} failed; the next mount recovers from the log",
+                device.display()
+            )),
+        )
+    })?;
+    info!(
+        "unmounted {}: final checkpoint written, filesystem clean",
+        device.display()
+    );
+    Ok(())
+}
+
+/// fuser's session settings: see fsd(8), FUSE MOUNT OPTIONS.
+fn fuser_config(flags: &MountFlags, config: &Config, device: &Path) -> fuser::Config {
+    use fuser::MountOption as M;
+    let mut mount_options = vec![
+        M::FSName(device.display().to_string()),
+        // As a kernel option, so /proc/mounts shows the type fuse.lfs.
+        M::CUSTOM("subtype=lfs".into()),
+        M::NoAtime,
+    ];
+    if flags.default_permissions {
+        mount_options.push(M::DefaultPermissions);
+    }
+    mount_options.push(if flags.read_only { M::RO } else { M::RW });
+    let mut c = fuser::Config::default();
+    c.mount_options = mount_options;
+    c.acl = if flags.allow_other {
+        fuser::SessionACL::All
+    } else {
+        fuser::SessionACL::Owner
+    };
+    c.n_threads = Some(config.threads);
+    c.clone_fd = true;
+    c
+}
+
+/// SIGHUP: rereads the configuration and applies what can change while
+/// mounted; says which changed keys need a restart.
+fn reload(
+    source: &Source,
+    overrides: &Overrides,
+    current: &Mutex<Config>,
+    fs: &Fs,
+    env_logging: bool,
+) {
+    let (loaded, file) = match source.load() {
+        Ok(c) => c,
+        Err(e) => {
+            error!("reload failed, keeping the running configuration: {e}");
+            return;
+        }
+    };
+    let new = overrides.apply(loaded);
+    let mut current = current.lock().unwrap_or_else(PoisonError::into_inner);
+    let changes = config::diff(&current, &new);
+    let from = file.map_or("built-in defaults".to_owned(), |f| f.display().to_string());
+    if changes.changed.is_empty() {
+        info!("reloaded {from}: nothing changed");
+        return;
+    }
+    let mut applied = Vec::new();
+    let mut restart = Vec::new();
+    for key in changes.changed {
+        match key {
+            config::KEY_LOG_LEVEL if env_logging => restart.push(key),
+            config::KEY_LOG_LEVEL => {
+                log::set_max_level(new.log_level);
+                current.log_level = new.log_level;
+                applied.push(key);
+            }
+            config::KEY_CHECKPOINT_INTERVAL | config::KEY_DIRTY_LIMIT => {
+                current.checkpoint_interval = new.checkpoint_interval;
+                current.dirty_limit = new.dirty_limit;
+                applied.push(key);
+            }
+            _ => restart.push(key),
+        }
+    }
+    if applied
+        .iter()
+        .any(|k| [config::KEY_CHECKPOINT_INTERVAL, config::KEY_DIRTY_LIMIT].contains(k))
+    {
+        fs.set_options(current.checkpoint_interval, current.dirty_limit);
+    }
+    info!(
+        "reloaded {from}: applied {}; changed but needing a restart: {}",
+        list(&applied),
+        list(&restart)
+    );
+}
+
+fn list(keys: &[&str]) -> String {
+    if keys.is_empty() {
+        "none".into()
+    } else {
+        keys.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(read_only: bool, e: lfs::Error) -> Exit {
+        mount_failure(Path::new("/dev/vdb"), read_only, e).0
+    }
+
+    #[test]
+    fn engine_mount_errors_pick_the_documented_exit_status() {
+        let ro = || lfs::Error::ReadOnly(": unknown ro-compat features".into());
+        assert_eq!(code(false, ro()), Exit::NeedsReadOnly);
+        assert_eq!(code(true, ro()), Exit::Error);
+        assert_eq!(
+            code(
+                false,
+                lfs::Error::Unsupported("no valid lfs superblock".into())
+            ),
+            Exit::NotLfs
+        );
+        let io = lfs::Error::io("reading", std::io::Error::other("gone"));
+        assert_eq!(code(false, io), Exit::Error);
+        let Failure(_, e) = mount_failure(Path::new("/dev/vdb"), false, ro());
+        assert!(e.to_string().contains("mount with -o ro"), "{e}");
+    }
+
+    #[test]
+    fn fuser_settings_follow_the_options() {
+        let flags = options::parse_mount_options(&["ro,allow_other".to_owned()]).unwrap();
+        let config = Config {
+            threads: 7,
+            ..Config::default()
+        };
+        let c = fuser_config(&flags, &config, Path::new("/dev/vdb"));
+        use fuser::MountOption as M;
+        for want in [
+            M::FSName("/dev/vdb".into()),
+            M::CUSTOM("subtype=lfs".into()),
+            M::DefaultPermissions,
+            M::RO,
+            M::NoAtime,
+        ] {
+            assert!(
+                c.mount_options.contains(&want),
+                "{want:?} in {:?}",
+                c.mount_options
+            );
+        }
+        assert_eq!(c.acl, fuser::SessionACL::All);
+        assert_eq!(c.n_threads, Some(7));
+        assert!(c.clone_fd);
+        let c = fuser_config(&MountFlags::default(), &config, Path::new("x.img"));
+        assert!(c.mount_options.contains(&M::RW));
+        assert!(!c.mount_options.contains(&M::DefaultPermissions));
+        assert_eq!(c.acl, fuser::SessionACL::Owner);
+    }
+
+    #[test]
+    fn help_parses() {
+        use clap::CommandFactory;
+        Args::command().debug_assert();
+        let a =
+            Args::try_parse_from(["fsd", "-o", "ro", "-o", "allow_other", "-f", "d", "m"]).unwrap();
+        assert_eq!(a.options, ["ro", "allow_other"]);
+        assert!(Args::try_parse_from(["fsd", "-v", "--log-level", "info", "d", "m"]).is_err());
+    }
+}

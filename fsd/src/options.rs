@@ -1,0 +1,289 @@
+//! The command line beyond clap: `-o` mount options, command-line
+//! overrides of the configuration file, logging, and the mount point check.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::anyhow;
+use log::LevelFilter;
+use nix::errno::Errno;
+
+use crate::config::Config;
+
+/// The `-o` options fsd knows.
+pub const MOUNT_OPTIONS: &[&str] = &["ro", "rw", "allow_other", "default_permissions"];
+
+/// What `-o` asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountFlags {
+    /// `ro`: mount read-only (the device is opened read-only too).
+    pub read_only: bool,
+    /// `allow_other`: users other than the one running fsd may use the
+    /// mount.
+    pub allow_other: bool,
+    /// `default_permissions`: the kernel checks permissions from the mode
+    /// bits. Forced on by `allow_other`.
+    pub default_permissions: bool,
+    /// True if `allow_other` forced `default_permissions` on.
+    pub forced_default_permissions: bool,
+}
+
+impl MountFlags {
+    /// Lines worth a warning about how the options were interpreted.
+    pub fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if self.forced_default_permissions {
+            notes.push(
+                "-o allow_other without default_permissions: enabling default_permissions, \
+                 since lfs leaves permission checks to the kernel"
+                    .to_owned(),
+            );
+        }
+        notes
+    }
+}
+
+/// Parses every `-o` argument, each a comma-separated list. Later options
+/// win (`-o ro -o rw` is read-write), as with mount(8).
+pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
+    let mut flags = MountFlags::default();
+    for option in args.iter().flat_map(|a| a.split(',')) {
+        match option {
+            "" => {}
+            "ro" => flags.read_only = true,
+            "rw" => flags.read_only = false,
+            "allow_other" => flags.allow_other = true,
+            "default_permissions" => flags.default_permissions = true,
+            other => {
+                return Err(format!(
+                    "unknown mount option {other:?} in -o (fsd knows {})",
+                    MOUNT_OPTIONS.join(", ")
+                ))
+            }
+        }
+    }
+    // Without default_permissions nobody checks permissions: the engine
+    // does not (DESIGN.md §3) and the kernel leaves it to the daemon. With
+    // only the mounting user allowed in, that is that user's business;
+    // with allow_other it would let every user read and write everything.
+    if flags.allow_other && !flags.default_permissions {
+        flags.default_permissions = true;
+        flags.forced_default_permissions = true;
+    }
+    Ok(flags)
+}
+
+/// Settings the command line fixes whatever the configuration file says,
+/// at start and on every reload.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// From `--log-level` or `-v`.
+    pub log_level: Option<LevelFilter>,
+    /// From `--socket`.
+    pub socket: Option<PathBuf>,
+}
+
+impl Overrides {
+    /// `-v` means debug, `-vv` and more trace; `--log-level` is explicit.
+    pub fn new(verbose: u8, log_level: Option<LevelFilter>, socket: Option<PathBuf>) -> Self {
+        let log_level = log_level.or(match verbose {
+            0 => None,
+            1 => Some(LevelFilter::Debug),
+            _ => Some(LevelFilter::Trace),
+        });
+        Overrides { log_level, socket }
+    }
+
+    /// `config` with the overrides applied.
+    pub fn apply(&self, mut config: Config) -> Config {
+        if let Some(level) = self.log_level {
+            config.log_level = level;
+        }
+        if let Some(socket) = &self.socket {
+            config.socket = Some(socket.clone());
+        }
+        config
+    }
+}
+
+/// Starts logging to stderr. Without `RUST_LOG` every record passes the
+/// logger and `level` is enforced through `log::set_max_level`, so that a
+/// reload can change it; with `RUST_LOG`, env_logger's filter decides and
+/// the function returns true.
+pub fn init_logging(level: LevelFilter) -> bool {
+    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    let mut builder = env_logger::Builder::new();
+    if from_env {
+        builder.parse_default_env();
+    } else {
+        builder.filter_level(LevelFilter::Trace);
+    }
+    let logger = builder.build();
+    let max = if from_env { logger.filter() } else { level };
+    // Fails only if a logger is already installed, which main never does.
+    let _ = log::set_boxed_logger(Box::new(Quiet(logger)));
+    log::set_max_level(max);
+    from_env
+}
+
+/// env_logger without one misleading record. When a session ends after
+/// an external umount, fuser 0.18.0 unmounts again (its `is_mounted`
+/// takes POLLERR on the dead device for "still mounted") and warns that
+/// this failed with EINVAL. Nothing is wrong then, so that one warning is
+/// dropped; every other record passes.
+#[derive(Debug)]
+struct Quiet(env_logger::Logger);
+
+impl log::Log for Quiet {
+    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
+        self.0.enabled(metadata)
+    }
+
+    fn log(&self, record: &log::Record<'_>) {
+        if !is_spurious_unmount_warning(record) {
+            self.0.log(record);
+        }
+    }
+
+    fn flush(&self) {
+        self.0.flush();
+    }
+}
+
+fn is_spurious_unmount_warning(record: &log::Record<'_>) -> bool {
+    record.level() == log::Level::Warn
+        && record.target() == "fuser::session"
+        && record.args().to_string()
+            == format!(
+                "Failed to umount filesystem: {}",
+                std::io::Error::from_raw_os_error(Errno::EINVAL as i32)
+            )
+}
+
+/// Checks that `path` is an empty directory and returns it canonical.
+pub fn check_mountpoint(path: &Path) -> anyhow::Result<PathBuf> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| {
+        if e.raw_os_error() == Some(Errno::ENOTCONN as i32) {
+            anyhow!(
+                "mount point {shown} is a FUSE mount whose daemon is gone; \
+                 unmount it first (umount -l {shown})"
+            )
+        } else {
+            anyhow!("cannot use mount point {shown}: {e}")
+        }
+    })?;
+    if !meta.is_dir() {
+        return Err(anyhow!("mount point {shown} is not a directory"));
+    }
+    let mut entries =
+        std::fs::read_dir(path).map_err(|e| anyhow!("cannot read mount point {shown}: {e}"))?;
+    if entries.next().is_some() {
+        return Err(anyhow!(
+            "mount point {shown} is not empty; fsd mounts only on an empty directory"
+        ));
+    }
+    std::fs::canonicalize(path).map_err(|e| anyhow!("cannot resolve mount point {shown}: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(args: &[&str]) -> Result<MountFlags, String> {
+        parse_mount_options(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn mount_options() {
+        assert_eq!(opts(&[]).unwrap(), MountFlags::default());
+        let f = opts(&["ro,default_permissions"]).unwrap();
+        assert!(f.read_only && f.default_permissions && !f.allow_other);
+        assert!(f.notes().is_empty());
+        assert!(!opts(&["ro", "rw"]).unwrap().read_only);
+        assert!(opts(&["rw,,ro,"]).unwrap().read_only);
+    }
+
+    #[test]
+    fn allow_other_forces_default_permissions() {
+        let f = opts(&["allow_other"]).unwrap();
+        assert!(f.allow_other && f.default_permissions && f.forced_default_permissions);
+        assert_eq!(f.notes().len(), 1);
+        let f = opts(&["allow_other,default_permissions"]).unwrap();
+        assert!(f.default_permissions && !f.forced_default_permissions);
+        assert!(f.notes().is_empty());
+    }
+
+    #[test]
+    fn unknown_mount_option_is_named() {
+        let e = opts(&["ro,noatime"]).unwrap_err();
+        assert!(e.contains("\"noatime\""), "{e}");
+        assert!(
+            e.contains("ro, rw, allow_other, default_permissions"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn overrides_win_over_the_file() {
+        let file = Config {
+            log_level: LevelFilter::Warn,
+            socket: Some("/a.sock".into()),
+            ..Config::default()
+        };
+        assert_eq!(Overrides::new(0, None, None).apply(file.clone()), file);
+        let o = Overrides::new(1, None, Some("/b.sock".into()));
+        let c = o.apply(file.clone());
+        assert_eq!(c.log_level, LevelFilter::Debug);
+        assert_eq!(c.socket, Some(PathBuf::from("/b.sock")));
+        assert_eq!(
+            Overrides::new(3, None, None).log_level,
+            Some(LevelFilter::Trace)
+        );
+        assert_eq!(
+            Overrides::new(0, Some(LevelFilter::Error), None).log_level,
+            Some(LevelFilter::Error)
+        );
+    }
+
+    #[test]
+    fn only_the_spurious_unmount_warning_is_dropped() {
+        let einval = std::io::Error::from_raw_os_error(Errno::EINVAL as i32);
+        let ebusy = std::io::Error::from_raw_os_error(Errno::EBUSY as i32);
+        let check = |level, target, einval: &std::io::Error| {
+            is_spurious_unmount_warning(
+                &log::Record::builder()
+                    .level(level)
+                    .target(target)
+                    .args(format_args!("Failed to umount filesystem: {einval}"))
+                    .build(),
+            )
+        };
+        assert!(check(log::Level::Warn, "fuser::session", &einval));
+        assert!(!check(log::Level::Warn, "fuser::session", &ebusy));
+        assert!(!check(log::Level::Error, "fuser::session", &einval));
+        assert!(!check(log::Level::Warn, "fsd", &einval));
+    }
+
+    #[test]
+    fn mountpoint_must_be_an_empty_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert_eq!(
+            check_mountpoint(&empty).unwrap(),
+            std::fs::canonicalize(&empty).unwrap()
+        );
+        let full = dir.path().join("full");
+        std::fs::create_dir(&full).unwrap();
+        std::fs::write(full.join("f"), "x").unwrap();
+        let e = check_mountpoint(&full).unwrap_err().to_string();
+        assert!(e.contains("is not empty"), "{e}");
+        let file = full.join("f");
+        let e = check_mountpoint(&file).unwrap_err().to_string();
+        assert!(e.contains("is not a directory"), "{e}");
+        let e = check_mountpoint(&dir.path().join("missing"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot use mount point"), "{e}");
+    }
+}
