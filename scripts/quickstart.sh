@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Quick start: install the prerequisites, build lfs (release), format an
-# image file and show its superblock.
+# image file, mount it with fsd, write and read a file, unmount, and show
+# the superblock and a consistency check.
 #
 #   scripts/quickstart.sh [IMAGE [SIZE]]
 #
 # IMAGE defaults to $LFS_IMAGE or ./lfs.img (relative to where you run
 # this), SIZE to $LFS_SIZE or 1G.  An existing IMAGE is formatted afresh.
+# The mount point is a temporary directory, removed at the end.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -50,14 +52,58 @@ format_image() {
     "$bin/mkfs-lfs" --size "$size" "$image"
 }
 
+mnt=
+fsd_pid=
+cleanup() {
+    if [ -n "$fsd_pid" ] && kill -0 "$fsd_pid" 2>/dev/null; then
+        kill -TERM "$fsd_pid" 2>/dev/null || true
+        wait "$fsd_pid" 2>/dev/null || true
+    fi
+    if [ -n "$mnt" ]; then
+        umount "$mnt" 2>/dev/null || true
+        rmdir "$mnt" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+
+mount_and_use() {
+    mnt=$(mktemp -d /tmp/lfs-quickstart.XXXXXX)
+    step "fsd $image $mnt"
+    "$bin/fsd" "$image" "$mnt" &
+    fsd_pid=$!
+    for _ in $(seq 100); do
+        grep -q " $mnt fuse" /proc/self/mounts && break
+        kill -0 "$fsd_pid" 2>/dev/null || die "fsd exited before mounting"
+        sleep 0.1
+    done
+    grep -q " $mnt fuse" /proc/self/mounts || die "fsd did not mount $mnt"
+    step "write and read a file"
+    echo "hello from lfs" > "$mnt/hello.txt"
+    mkdir "$mnt/dir"
+    cp "$root/README.md" "$mnt/dir/"
+    sync "$mnt/hello.txt"   # fsync(2) of the file: a checkpoint
+    cat "$mnt/hello.txt"
+    ls -la "$mnt" "$mnt/dir"
+    df -h "$mnt"
+    step "unmount (SIGTERM to fsd: final checkpoint, clean superblock)"
+    kill -TERM "$fsd_pid"
+    wait "$fsd_pid"
+    fsd_pid=
+    rmdir "$mnt"
+    mnt=
+}
+
 show_superblock() {
     step "fsctl super $image"
     "$bin/fsctl" super "$image"
+    step "fsctl fsck $image"
+    "$bin/fsctl" fsck "$image"
 }
 
 prerequisites
 build
 format_image
+mount_and_use
 show_superblock
 
 printf '\n==> done: %s is an lfs image of %s\n' "$image" "$size"
