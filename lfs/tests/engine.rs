@@ -176,3 +176,31 @@ fn many_entries_in_one_directory() {
     assert_eq!(n, 5002);
     fs.unmount().unwrap();
 }
+
+#[test]
+fn sub_block_writes_over_blocks_on_the_device() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    let mut model = vec![3u8; 5 * 4096];
+    fs.write(f.ino, 0, &model).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    // After a remount every block is on the device only: each 512-byte
+    // write must read its block first (outside the state lock).
+    let fs = mount(&dev);
+    for (k, off) in [0usize, 1000, 4090, 8192 + 512, 5 * 4096 - 512]
+        .into_iter()
+        .enumerate()
+    {
+        let data = vec![k as u8 + 10; 512.min(model.len() - off)];
+        fs.write(f.ino, off as u64, &data).unwrap();
+        model[off..off + data.len()].copy_from_slice(&data);
+    }
+    assert_eq!(fs.read(f.ino, 0, 1 << 20).unwrap(), model);
+    fs.unmount().unwrap();
+    drop(fs);
+    let fs = mount(&dev);
+    assert_eq!(fs.read(f.ino, 0, 1 << 20).unwrap(), model);
+    fs.unmount().unwrap();
+}

@@ -345,6 +345,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         read_only: None,
         nongc_ctime_ns: sr.nongc_ctime_ns,
         sb_written_cno: sr.cno,
+        reuse_epoch: 0,
     };
     st.ifile_map = st.load_bmap(&ifile)?;
     Ok(st)

@@ -268,6 +268,7 @@ impl Fs {
         }
         let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
         st.segs.release_pending();
+        st.reuse_epoch += 1;
         Ok(())
     }
 
@@ -475,7 +476,29 @@ impl Fs {
     /// Writes `data` at `offset`.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         self.throttle(data.len())?;
-        self.st().write(ino, offset, data)
+        let mut st = self.st();
+        let reads = st.write_reads(ino, offset, data.len())?;
+        if reads.is_empty() {
+            return st.write(ino, offset, data);
+        }
+        // Read the partially overwritten blocks without the state lock (as
+        // `read` does); `write_with` uses them only if they are still what
+        // the device holds.
+        let guard = self.reuse.read().unwrap_or_else(|p| p.into_inner());
+        let (dev, bs, epoch) = (st.dev.clone(), st.bs, st.reuse_epoch);
+        drop(st);
+        let mut got = std::collections::HashMap::new();
+        for (b, p) in reads {
+            let blk = crate::fs::state::read_block(dev.as_ref(), p, bs)?;
+            got.insert(b, (p, blk));
+        }
+        drop(guard);
+        let mut st = self.st();
+        if st.reuse_epoch != epoch {
+            // A segment may have been reused since the read: trust nothing.
+            got.clear();
+        }
+        st.write_with(ino, offset, data, &mut got)
     }
     /// Entries of directory `ino` after `cookie` (0 = start); empty at the end.
     pub fn readdir(&self, ino: u64, cookie: u64) -> Result<Vec<DirItem>> {

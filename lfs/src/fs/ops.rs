@@ -5,7 +5,7 @@
 //! read-modify-write of a partial block may read it). Durability is the
 //! checkpoint's job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::format::{DirEntry, FileType, Inode, MAX_NAME_LEN};
@@ -599,6 +599,22 @@ impl State {
         self.read_virtual(v)
     }
 
+    /// The physical block holding block `b` of `ino`, if its current
+    /// contents are exactly that device block (neither dirty nor in flight).
+    fn block_is_on_device(&mut self, ino: u64, b: u64) -> Option<u64> {
+        if self.inflight.contains_key(&(ino, b)) {
+            return None;
+        }
+        let n = self.nodes.get(&ino)?;
+        if n.dirty.contains_key(&b) {
+            return None;
+        }
+        match n.bmap.get(b) {
+            0 => None,
+            v => Some(self.dat.phys(v)),
+        }
+    }
+
     /// Where the blocks of a read come from, without reading the device:
     /// (file offset, source) for each block of `[off, off + len)`.
     pub fn read_sources(&mut self, ino: u64, off: u64, size: u32) -> Result<(Vec<Source>, u64)> {
@@ -650,6 +666,50 @@ impl State {
 
     /// Writes `data` at `off` into `ino`.
     pub fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<u32> {
+        self.write_with(ino, off, data, &mut HashMap::new())
+    }
+
+    /// The device blocks a write of `len` bytes at `off` must read first:
+    /// partially covered blocks that exist only on the device. The caller
+    /// reads them without the state lock and passes them to
+    /// [`Self::write_with`] (seed 001: a sub-block write must not hold
+    /// everything up while it reads).
+    pub fn write_reads(&mut self, ino: u64, off: u64, len: usize) -> Result<Vec<(u64, u64)>> {
+        let i = self.inode(ino)?;
+        let bs = self.bs as u64;
+        let end = off.saturating_add(len as u64);
+        let mut out = Vec::new();
+        if len == 0 {
+            return Ok(out);
+        }
+        for b in [off / bs, (end - 1) / bs] {
+            let partial =
+                (b == off / bs && off % bs != 0) || (b == (end - 1) / bs && end % bs != 0);
+            if !partial || b * bs >= i.size || out.iter().any(|&(x, _)| x == b) {
+                continue;
+            }
+            let n = self.node(ino)?;
+            if n.dirty.contains_key(&b) || self.inflight.contains_key(&(ino, b)) {
+                continue;
+            }
+            let v = self.node(ino)?.bmap.get(b);
+            if v != 0 {
+                out.push((b, self.dat.phys(v)));
+            }
+        }
+        Ok(out)
+    }
+
+    /// [`Self::write`], taking partially overwritten blocks from `read`
+    /// (block offset → (physical block it was read from, contents)) when
+    /// they are still exactly that block on the device.
+    pub fn write_with(
+        &mut self,
+        ino: u64,
+        off: u64,
+        data: &[u8],
+        read: &mut HashMap<u64, (u64, Vec<u8>)>,
+    ) -> Result<u32> {
         self.writable()?;
         let mut i = self.inode(ino)?;
         if is_dir(&i) {
@@ -681,6 +741,11 @@ impl State {
                     src.to_vec()
                 } else if b * bs >= i.size {
                     vec![0u8; bs as usize]
+                } else if let Some(pre) = read
+                    .remove(&b)
+                    .filter(|(p, _)| self.block_is_on_device(ino, b) == Some(*p))
+                {
+                    pre.1
                 } else {
                     self.block_for_read(ino, b)?
                 };

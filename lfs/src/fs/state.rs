@@ -90,6 +90,9 @@ pub(crate) struct State {
     pub nongc_ctime_ns: u64,
     /// Checkpoint named by the superblock copy last written.
     pub sb_written_cno: u64,
+    /// Incremented whenever freed segments become reusable: a block read
+    /// without the lock is only trusted if this did not change meanwhile.
+    pub reuse_epoch: u64,
 }
 
 impl std::fmt::Debug for State {
