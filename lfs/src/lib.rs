@@ -23,6 +23,7 @@ pub mod fsck;
 pub mod inspect;
 pub mod log;
 pub mod mkfs;
+pub mod stats;
 pub mod units;
 
 pub use error::{Error, Result};

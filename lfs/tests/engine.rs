@@ -204,3 +204,46 @@ fn sub_block_writes_over_blocks_on_the_device() {
     assert_eq!(fs.read(f.ino, 0, 1 << 20).unwrap(), model);
     fs.unmount().unwrap();
 }
+
+#[test]
+fn queries_report_truthful_figures() {
+    let dev = fresh(32 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    fs.write(f.ino, 0, &vec![1u8; 400 * 4096]).unwrap();
+    fs.fsync(f.ino, false).unwrap();
+    let df = fs.df();
+    // 400 data blocks plus a little metadata are live.
+    assert!(df.live_blocks >= 400 && df.live_blocks < 430, "{df:?}");
+    assert_eq!(df.total_blocks, fs.sustat().nsegs * 64);
+    let before = fs.cpstat().0;
+    let cno = fs.make_checkpoint().unwrap();
+    assert_eq!(cno, before + 1);
+    let cps = fs.cpinfo(1, 100, false).unwrap();
+    assert_eq!(cps.len() as u64, cno);
+    assert_eq!(cps.last().unwrap().cno, cno);
+    assert!(cps
+        .windows(2)
+        .all(|w| w[0].cno < w[1].cno && w[0].ctime_ns <= w[1].ctime_ns));
+    let s = fs.stats();
+    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert_eq!(get("user_bytes_written"), 400 * 4096);
+    assert_eq!(get("device_data_bytes_written"), 400 * 4096);
+    assert!(get("device_meta_bytes_written") > 0);
+    assert_eq!(get("fsyncs"), 1);
+    assert!(get("checkpoints") >= 2);
+    let su = fs.sustat();
+    assert_eq!(su.last_cno, cno);
+    assert!(su.nclean + su.ndirty + su.npending <= su.nsegs + 1);
+    let usage = fs.segment_usage_range(0, 3);
+    assert_eq!(usage.len(), 3);
+    let live: u64 = fs
+        .segment_usage_range(0, 1 << 20)
+        .iter()
+        .map(|(_, u)| u64::from(u.nlive))
+        .sum();
+    assert_eq!(live, fs.df().live_blocks);
+    let seg = fs.segment_summary(0).unwrap();
+    assert!(!seg.logs.is_empty());
+    fs.unmount().unwrap();
+}

@@ -46,6 +46,8 @@ pub struct Plan {
     /// Segments freed by this checkpoint (reusable after the superblock
     /// points at it).
     pub freed: Vec<u64>,
+    /// Payload blocks that are user file data (the rest is metadata).
+    pub data_blocks: u64,
 }
 
 struct Payload {
@@ -386,6 +388,7 @@ impl State {
 
         self.seq = last_seq + 1;
         self.cno = new_cno;
+        self.last_ctime_ns = now_ns;
         self.head = layout.head;
         Ok(Plan {
             runs,
@@ -394,6 +397,7 @@ impl State {
             sr_seq: last_seq,
             mods: self.mods,
             freed,
+            data_blocks: self.inflight.len() as u64,
         })
     }
 

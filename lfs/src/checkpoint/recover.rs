@@ -346,6 +346,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         nongc_ctime_ns: sr.nongc_ctime_ns,
         sb_written_cno: sr.cno,
         reuse_epoch: 0,
+        last_ctime_ns: sr.ctime_ns,
     };
     st.ifile_map = st.load_bmap(&ifile)?;
     Ok(st)

@@ -18,6 +18,7 @@
 pub mod bmap;
 pub mod dir;
 mod ops;
+pub mod query;
 pub(crate) mod state;
 pub mod types;
 pub mod xattr;
@@ -38,6 +39,7 @@ use crate::blockdev::BlockDevice;
 use crate::checkpoint::recover::RecoveryReport;
 use crate::checkpoint::SB_UPDATE_EVERY;
 use crate::fs::state::State;
+use crate::stats::{Stats, StatsSnapshot};
 use crate::{Error, Result};
 
 /// Entries returned by one readdir call.
@@ -53,6 +55,7 @@ pub struct Fs {
     timer_thread: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     read_only: bool,
+    stats: Stats,
 }
 
 impl std::fmt::Debug for Fs {
@@ -97,6 +100,7 @@ impl Fs {
             timer: Arc::new(Timer::default()),
             timer_thread: Mutex::new(None),
             report,
+            stats: Stats::default(),
         });
         if !fs.read_only {
             let weak = Arc::downgrade(&fs);
@@ -150,7 +154,16 @@ impl Fs {
     /// Makes every change so far durable. fsync and fdatasync both write a
     /// checkpoint; concurrent callers share one.
     pub fn fsync(&self, _ino: u64, _datasync: bool) -> Result<()> {
-        self.sync()
+        let t = Instant::now();
+        let r = self.sync();
+        Stats::add(&self.stats.fsyncs, 1);
+        self.stats.fsync_latency.record(t.elapsed());
+        r
+    }
+
+    /// The engine's counters and latency histograms.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.stats.snapshot()
     }
 
     fn checkpoint_covering(&self, want: u64, minor: bool) -> Result<()> {
@@ -212,6 +225,7 @@ impl Fs {
             dev.flush()
                 .map_err(|e| Error::io(format!("flushing checkpoint {}", plan.cno), e))
         })();
+        let blocks_written: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         let io_time = t0.elapsed().saturating_sub(built);
         let bytes: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() * bs;
         if bytes >= BANDWIDTH_SAMPLE_MIN && io_time > Duration::ZERO {
@@ -228,6 +242,14 @@ impl Fs {
         }
         st.inflight.clear();
         st.durable_mods = plan.mods;
+        let bsz = st.bs as u64;
+        Stats::add(&self.stats.checkpoints, 1);
+        Stats::add(&self.stats.dev_data_bytes, plan.data_blocks * bsz);
+        Stats::add(
+            &self.stats.dev_meta_bytes,
+            (blocks_written - plan.data_blocks) * bsz,
+        );
+        Stats::add(&self.stats.segments_freed, plan.freed.len() as u64);
         st.dat.release_pending();
         let inos = std::mem::take(&mut st.pending_inos);
         st.free_inos.extend(inos);
@@ -242,6 +264,7 @@ impl Fs {
         }
         let blocks: usize = plan.runs.iter().map(|r| r.blocks.len()).sum();
         let total = t0.elapsed();
+        self.stats.checkpoint_latency.record(total);
         let level = if total > SLOW_CHECKPOINT {
             log::Level::Info
         } else {
@@ -341,8 +364,10 @@ impl Fs {
                 wake
             };
             std::thread::sleep(wake.saturating_duration_since(now));
+            Stats::add(&self.stats.throttle_sleeps, 1);
             return Ok(());
         }
+        Stats::add(&self.stats.throttle_waits, 1);
         let gen = lock(&self.timer.done).0;
         let (g, _) = self
             .timer
@@ -475,6 +500,16 @@ impl Fs {
 
     /// Writes `data` at `offset`.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        let t = Instant::now();
+        let r = self.write_inner(ino, offset, data);
+        if r.is_ok() {
+            Stats::add(&self.stats.user_bytes, data.len() as u64);
+        }
+        self.stats.write_latency.record(t.elapsed());
+        r
+    }
+
+    fn write_inner(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         self.throttle(data.len())?;
         let mut st = self.st();
         let reads = st.write_reads(ino, offset, data.len())?;

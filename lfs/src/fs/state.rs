@@ -93,6 +93,8 @@ pub(crate) struct State {
     /// Incremented whenever freed segments become reusable: a block read
     /// without the lock is only trusted if this did not change meanwhile.
     pub reuse_epoch: u64,
+    /// Creation time of the last checkpoint built (ns).
+    pub last_ctime_ns: u64,
 }
 
 impl std::fmt::Debug for State {

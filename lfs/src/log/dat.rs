@@ -93,6 +93,14 @@ impl Dat {
         self.entries.get(v as usize).map_or(0, |e| e.phys)
     }
 
+    /// The entry of `v` (zero if unallocated or beyond the table).
+    pub fn entry(&self, v: u64) -> DatEntry {
+        match self.entries.get(v as usize) {
+            Some(e) if e.phys != u64::MAX => *e,
+            _ => DatEntry::default(),
+        }
+    }
+
     /// Allocates a virtual block; its address is set with [`Self::assign`].
     pub fn alloc(&mut self) -> u64 {
         let v = match self.free.pop() {

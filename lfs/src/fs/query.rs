@@ -1,0 +1,186 @@
+//! Read-only queries for the control protocol and `fsctl`: segment usage,
+//! checkpoints, block lifetimes, space accounting. All are answered from
+//! the in-memory state under the state lock (the checkpoint file's entries
+//! are read from the device, which is small and rare).
+
+use crate::format::{
+    CheckpointEntry, DatEntry, MetaKind, SegUsage, CP_FLAG_INVALID, CP_FLAG_SNAPSHOT,
+};
+use crate::fs::Fs;
+use crate::inspect::{dump_segment, SegmentDump};
+use crate::Result;
+
+/// Segment statistics [nilfs GET_SUSTAT].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuStat {
+    /// Segments.
+    pub nsegs: u64,
+    /// Clean and available.
+    pub nclean: u64,
+    /// Holding written blocks.
+    pub ndirty: u64,
+    /// Freed, waiting for the superblock before reuse.
+    pub npending: u64,
+    /// Reserved for the cleaner.
+    pub nreserved: u64,
+    /// Blocks per segment.
+    pub blocks_per_segment: u32,
+    /// Block size.
+    pub block_size: u32,
+    /// Last checkpoint number.
+    pub last_cno: u64,
+    /// Creation time of the last checkpoint (ns).
+    pub ctime_ns: u64,
+    /// Creation time of the last checkpoint not made by the cleaner (ns).
+    pub nongc_ctime_ns: u64,
+    /// Sequence number below which logs are protected (the next one to be
+    /// written: nothing newer exists).
+    pub prot_seq: u64,
+}
+
+/// Where the space went (`fsctl df`), in blocks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Df {
+    /// Block size.
+    pub block_size: u32,
+    /// Blocks in all segments.
+    pub total_blocks: u64,
+    /// Blocks in clean segments and the rest of the head segment.
+    pub free_blocks: u64,
+    /// Blocks of the segments reserved for cleaning.
+    pub reserved_blocks: u64,
+    /// Blocks the current checkpoint references.
+    pub live_blocks: u64,
+    /// Blocks only snapshots hold (no snapshots exist in this version).
+    pub snapshot_blocks: u64,
+    /// Blocks only checkpoints inside the protection period hold (none are
+    /// kept in this version).
+    pub protected_blocks: u64,
+    /// Dead blocks in dirty segments: what cleaning would give back.
+    pub reclaimable_blocks: u64,
+}
+
+impl Fs {
+    /// Segment statistics.
+    pub fn sustat(&self) -> SuStat {
+        let st = self.st();
+        let nsegs = st.segs.len();
+        let ndirty = (0..nsegs).filter(|&s| !st.segs.get(s).is_clean()).count() as u64;
+        SuStat {
+            nsegs,
+            nclean: st.segs.nclean(),
+            ndirty,
+            npending: st.segs.npending(),
+            nreserved: st.sb.reserved_segments(),
+            blocks_per_segment: st.sb.blocks_per_segment,
+            block_size: st.bs as u32,
+            last_cno: st.cno,
+            ctime_ns: st.last_ctime_ns,
+            nongc_ctime_ns: st.nongc_ctime_ns,
+            prot_seq: st.seq,
+        }
+    }
+
+    /// Usage of `count` segments from `start` (fewer past the last).
+    pub fn segment_usage_range(&self, start: u64, count: u64) -> Vec<(u64, SegUsage)> {
+        let st = self.st();
+        let end = start.saturating_add(count).min(st.segs.len());
+        (start..end).map(|s| (s, st.segs.get(s))).collect()
+    }
+
+    /// (last checkpoint, checkpoints, snapshots).
+    pub fn cpstat(&self) -> (u64, u64, u64) {
+        let st = self.st();
+        (st.cno, st.cp_header.ncheckpoints, st.cp_header.nsnapshots)
+    }
+
+    /// Up to `count` valid checkpoints from `start` on (snapshots only if
+    /// asked).
+    pub fn cpinfo(
+        &self,
+        start: u64,
+        count: usize,
+        snapshots_only: bool,
+    ) -> Result<Vec<CheckpointEntry>> {
+        let st = self.st();
+        let bs = st.bs;
+        let mut out = Vec::new();
+        let mut cno = start.max(1);
+        let mut cached: Option<(u64, Vec<u8>)> = None;
+        while cno <= st.cno && out.len() < count {
+            let (b, off) = MetaKind::Cpfile.locate(cno, bs);
+            if cached.as_ref().is_none_or(|(cb, _)| *cb != b) {
+                let blk = match &st.cp_last_block {
+                    Some((lb, data)) if *lb == b => data.clone(),
+                    _ => match st.cp_map.get(b) {
+                        0 => vec![0u8; bs],
+                        a => st.read_meta(a, MetaKind::Cpfile)?,
+                    },
+                };
+                cached = Some((b, blk));
+            }
+            let blk = &cached.as_ref().expect("set above").1;
+            let rec = &blk[off..off + MetaKind::Cpfile.record_size()];
+            if let Ok(e) = CheckpointEntry::decode(rec) {
+                let valid = e.cno == cno && e.flags & CP_FLAG_INVALID == 0;
+                if valid && (!snapshots_only || e.flags & CP_FLAG_SNAPSHOT != 0) {
+                    out.push(e);
+                }
+            }
+            cno += 1;
+        }
+        Ok(out)
+    }
+
+    /// DAT entries of virtual blocks (zero entries for unallocated ones).
+    pub fn vinfo(&self, vblocks: &[u64]) -> Vec<(u64, DatEntry)> {
+        let st = self.st();
+        vblocks.iter().map(|&v| (v, st.dat.entry(v))).collect()
+    }
+
+    /// The logs of one segment as they are on the device now.
+    pub fn segment_summary(&self, segno: u64) -> Result<SegmentDump> {
+        let (dev, sb) = {
+            let st = self.st();
+            (st.dev.clone(), st.sb.clone())
+        };
+        dump_segment(dev.as_ref(), &sb, segno)
+    }
+
+    /// Space accounting.
+    pub fn df(&self) -> Df {
+        let st = self.st();
+        let bps = u64::from(st.sb.blocks_per_segment);
+        let total = st.segs.len() * bps;
+        let mut live = 0;
+        let mut reclaimable = 0;
+        for s in 0..st.segs.len() {
+            let u = st.segs.get(s);
+            live += u64::from(u.nlive);
+            if !u.is_clean() && s != st.head.seg {
+                reclaimable += u64::from(u.nblocks.saturating_sub(u.nlive));
+            }
+        }
+        let head_room = st.sb.segment_start(st.head.seg) + bps - st.head.block;
+        Df {
+            block_size: st.bs as u32,
+            total_blocks: total,
+            free_blocks: (st.segs.nclean() + st.segs.npending()) * bps + head_room,
+            reserved_blocks: st.sb.reserved_segments() * bps,
+            live_blocks: live,
+            snapshot_blocks: 0,
+            protected_blocks: 0,
+            reclaimable_blocks: reclaimable,
+        }
+    }
+
+    /// Writes a checkpoint now, even if nothing changed; returns its number.
+    pub fn make_checkpoint(&self) -> Result<u64> {
+        {
+            let mut st = self.st();
+            st.mods += 1;
+        }
+        self.sync()?;
+        Ok(self.st().cno)
+    }
+}

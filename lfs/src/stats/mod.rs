@@ -1,0 +1,156 @@
+//! Counters and latency histograms of a mounted filesystem (DESIGN §8).
+//!
+//! Everything is an atomic, updated without any lock on the paths it
+//! measures; `snapshot` reads a consistent-enough copy for `fsctl stat`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Histogram buckets: bucket `i` counts durations below 2^i microseconds
+/// (bucket 0: below 1 µs); the last one counts everything longer.
+pub const BUCKETS: usize = 32;
+
+/// A log2 latency histogram.
+#[derive(Debug)]
+pub struct Histogram {
+    counts: [AtomicU64; BUCKETS],
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram {
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+}
+
+impl Histogram {
+    /// Records one duration.
+    pub fn record(&self, d: Duration) {
+        let us = d.as_micros() as u64;
+        let i = if us == 0 {
+            0
+        } else {
+            (64 - us.leading_zeros() as usize).min(BUCKETS - 1)
+        };
+        self.counts[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (upper bound in ns, count) per bucket; the last bound is u64::MAX.
+    pub fn snapshot(&self) -> Vec<(u64, u64)> {
+        (0..BUCKETS)
+            .map(|i| {
+                let upper = if i + 1 == BUCKETS {
+                    u64::MAX
+                } else {
+                    (1u64 << i) * 1000
+                };
+                (upper, self.counts[i].load(Ordering::Relaxed))
+            })
+            .collect()
+    }
+}
+
+/// The value at quantile `q` (0 to 1) of a histogram snapshot, as the
+/// upper bound of the bucket it falls in (ns); None if empty.
+pub fn quantile(h: &[(u64, u64)], q: f64) -> Option<u64> {
+    let total: u64 = h.iter().map(|&(_, c)| c).sum();
+    if total == 0 {
+        return None;
+    }
+    let want = ((total as f64) * q).ceil().max(1.0) as u64;
+    let mut seen = 0;
+    for &(upper, c) in h {
+        seen += c;
+        if seen >= want {
+            return Some(upper);
+        }
+    }
+    h.last().map(|&(u, _)| u)
+}
+
+/// The engine's counters.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Bytes applications wrote.
+    pub user_bytes: AtomicU64,
+    /// Device bytes written for user data blocks.
+    pub dev_data_bytes: AtomicU64,
+    /// Device bytes written for everything else (indirect, directory and
+    /// metadata blocks, summaries, super roots, superblocks).
+    pub dev_meta_bytes: AtomicU64,
+    /// Checkpoints written.
+    pub checkpoints: AtomicU64,
+    /// fsync and fdatasync calls.
+    pub fsyncs: AtomicU64,
+    /// Writers that waited for a checkpoint at the dirty limit.
+    pub throttle_waits: AtomicU64,
+    /// Writers slowed down in the proportional band.
+    pub throttle_sleeps: AtomicU64,
+    /// Segments freed (all blocks dead).
+    pub segments_freed: AtomicU64,
+    /// fsync latency.
+    pub fsync_latency: Histogram,
+    /// write() latency.
+    pub write_latency: Histogram,
+    /// Checkpoint latency (build, write, flush).
+    pub checkpoint_latency: Histogram,
+}
+
+/// A copy of the counters for reporting.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// (name, value), in a fixed order.
+    pub counters: Vec<(&'static str, u64)>,
+    /// (name, buckets as (upper bound ns, count)).
+    pub histograms: Vec<(&'static str, Vec<(u64, u64)>)>,
+}
+
+impl Stats {
+    /// Adds `n` to a counter.
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A copy of every counter and histogram.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StatsSnapshot {
+            counters: vec![
+                ("user_bytes_written", g(&self.user_bytes)),
+                ("device_data_bytes_written", g(&self.dev_data_bytes)),
+                ("device_meta_bytes_written", g(&self.dev_meta_bytes)),
+                ("checkpoints", g(&self.checkpoints)),
+                ("fsyncs", g(&self.fsyncs)),
+                ("throttle_waits", g(&self.throttle_waits)),
+                ("throttle_sleeps", g(&self.throttle_sleeps)),
+                ("segments_freed", g(&self.segments_freed)),
+            ],
+            histograms: vec![
+                ("fsync_latency", self.fsync_latency.snapshot()),
+                ("write_latency", self.write_latency.snapshot()),
+                ("checkpoint_latency", self.checkpoint_latency.snapshot()),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_and_quantiles() {
+        let h = Histogram::default();
+        for us in [0u64, 1, 3, 900, 1500] {
+            h.record(Duration::from_micros(us));
+        }
+        let s = h.snapshot();
+        assert_eq!(s[0], (1000, 1));
+        assert_eq!(s[1].1, 1);
+        assert_eq!(s[2].1, 1);
+        assert_eq!(quantile(&s, 0.5), Some(4000));
+        assert_eq!(quantile(&s, 1.0), Some(2048 * 1000));
+        assert_eq!(quantile(&Histogram::default().snapshot(), 0.5), None);
+    }
+}
