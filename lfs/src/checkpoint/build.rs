@@ -229,7 +229,9 @@ impl State {
                 + cp_nodes.len()
                 + su_blocks.len()
                 + su_nodes.len()) as u64;
-            let clean = self.segs.peek_clean((n / bps + 3) as usize);
+            let clean = self
+                .segs
+                .peek_clean(layout::segments_needed(n, bs, bps) as usize);
             let lay = layout::plan(self.head, n, bs, |s| sb.segment_start(s), bps, &clean)
                 .ok_or(Error::NoSpace)?;
             let mut touched = old_segs.clone();
@@ -288,6 +290,14 @@ impl State {
         let cp_addrs = self.place_phys(PhysFile::Cp, &cp_blocks, &cp_nodes, &mut next_addr);
         let su_addrs = self.place_phys(PhysFile::Su, &su_blocks, &su_nodes, &mut next_addr);
         let _ = self.dat.take_dirty();
+        // Segments this checkpoint emptied are freed by it too, if their
+        // usage blocks are already being written (the rest at the next one).
+        let mut freed = freed;
+        let segs_per_block = MetaKind::Sufile.per_block(bs) as u64;
+        freed.extend(
+            self.segs
+                .collect_free_where(|s| su_blocks.contains(&((s + 1) / segs_per_block))),
+        );
 
         // 5. Encode the physical files now that every address is known.
         let mut phys_payload: Vec<Payload> = Vec::new();

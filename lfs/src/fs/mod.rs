@@ -191,7 +191,11 @@ impl Fs {
         }
         // Freed segments wait for a superblock write before reuse (lfs(5));
         // do it now if this checkpoint might need them.
-        let need = st.dirty_blocks / u64::from(st.sb.blocks_per_segment) + 2;
+        let need = crate::log::layout::segments_needed(
+            st.dirty_blocks + st.dirty_blocks / 8 + 64,
+            st.bs,
+            u64::from(st.sb.blocks_per_segment),
+        );
         if st.segs.npending() > 0 && st.segs.nclean() < low_water(&st) + need {
             self.release_freed(&mut st)?;
         }

@@ -19,6 +19,11 @@ use crate::fs::xattr;
 use crate::{Error, Result};
 
 const S_IFMT: u32 = 0o170000;
+/// Metadata blocks a new inode may add before the next checkpoint: its
+/// inode file block, a directory block, a symlink target or xattr block.
+const NEW_INODE_BLOCKS: u64 = 3;
+/// Metadata blocks a new name or attribute may add.
+const DIR_CHANGE_BLOCKS: u64 = 2;
 const S_ISUID: u32 = 0o4000;
 const S_ISGID: u32 = 0o2000;
 const S_IXGRP: u32 = 0o0010;
@@ -110,6 +115,16 @@ impl State {
         }
     }
 
+    /// Refuses (NoSpace) an operation that adds `blocks` of metadata when
+    /// the space outside the cleaning reserve cannot hold them: a change
+    /// accepted now must always fit in the next checkpoint.
+    fn need_space(&self, blocks: u64) -> Result<()> {
+        if blocks > self.avail_blocks() {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
     /// Attributes of `ino`.
     pub fn attr(&mut self, ino: u64) -> Result<Attr> {
         let i = self.inode(ino)?;
@@ -189,6 +204,8 @@ impl State {
         if self.dir(parent)?.lookup(name).is_some() {
             return Err(Error::Exists);
         }
+        // The inode's block, the directory block, and a symlink's target.
+        self.need_space(NEW_INODE_BLOCKS)?;
         let t = now();
         let mut mode = mode;
         let mut gid = gid;
@@ -233,6 +250,7 @@ impl State {
             },
         );
         self.dir(parent)?.insert(name, ino, kind)?;
+        self.dirty_blocks += 1;
         let mut p = self.inode(parent)?;
         if kind == FileType::Directory {
             p.nlink += 1;
@@ -395,7 +413,9 @@ impl State {
             return Err(Error::NotPermitted);
         }
         let kind = file_type(i.mode)?;
+        self.need_space(DIR_CHANGE_BLOCKS)?;
         self.dir(newparent)?.insert(newname, ino, kind)?;
+        self.dirty_blocks += 1;
         let t = now();
         i.nlink += 1;
         set_c(&mut i, t);
@@ -436,6 +456,8 @@ impl State {
         }
         let (sino, skind) = self.dir(p)?.lookup(name).ok_or(Error::NotFound)?;
         let dst = self.dir(np)?.lookup(nname);
+        self.need_space(DIR_CHANGE_BLOCKS)?;
+        self.dirty_blocks += 2;
         let t = now();
         if skind == FileType::Directory && p != np && self.is_ancestor(sino, np)? {
             return Err(Error::InvalidArgument(
@@ -932,6 +954,7 @@ impl State {
         if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(Error::NameTooLong);
         }
+        self.need_space(DIR_CHANGE_BLOCKS)?;
         let bs = self.bs;
         let x = self.xattrs(ino)?;
         let exists = x.contains_key(name);
@@ -949,7 +972,11 @@ impl State {
             };
             return Err(Error::TooBig);
         }
-        self.node(ino)?.xattr_dirty = true;
+        let n = self.node(ino)?;
+        if !n.xattr_dirty {
+            n.xattr_dirty = true;
+            self.dirty_blocks += 1;
+        }
         self.touch_ctime(ino)
     }
 

@@ -227,7 +227,10 @@ impl State {
         let b = i.ino / per;
         let slot = (i.ino % per) as usize;
         self.ifile_block(b)?[slot] = i;
-        self.ifile_dirty.insert(b);
+        if self.ifile_dirty.insert(b) {
+            // A block the next checkpoint must write: space it will need.
+            self.dirty_blocks += 1;
+        }
         self.mods += 1;
         Ok(())
     }

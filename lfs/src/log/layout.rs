@@ -64,6 +64,20 @@ pub struct Layout {
     pub head: Head,
 }
 
+/// Payload blocks a whole segment holds at least (one log: its summary
+/// blocks, and a super root).
+pub fn payload_per_segment(block_size: usize, blocks_per_segment: u64) -> u64 {
+    let sum = LogHeader::summary_blocks_for(blocks_per_segment as usize, block_size) as u64;
+    blocks_per_segment.saturating_sub(sum + 1).max(1)
+}
+
+/// Clean segments a checkpoint of `n` payload blocks may need beyond the
+/// head segment: one per `payload_per_segment`, plus the one chosen next
+/// at each step, plus one for a short head.
+pub fn segments_needed(n: u64, block_size: usize, blocks_per_segment: u64) -> u64 {
+    n.div_ceil(payload_per_segment(block_size, blocks_per_segment)) + 2
+}
+
 /// Plans `n` payload blocks plus a super root from `head`, drawing new
 /// segments from `clean` in order. `None` if `clean` runs out.
 pub fn plan(

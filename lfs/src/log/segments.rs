@@ -174,6 +174,11 @@ impl Segments {
     /// Frees every dirty, inactive segment without live blocks: marks it
     /// clean in the table and queues it for release. Returns them.
     pub fn collect_free(&mut self) -> Vec<u64> {
+        self.collect_free_where(|_| true)
+    }
+
+    /// [`Self::collect_free`] limited to segments for which `allow` holds.
+    pub fn collect_free_where(&mut self, allow: impl Fn(u64) -> bool) -> Vec<u64> {
         let free: Vec<u64> = self
             .usage
             .iter()
@@ -181,6 +186,7 @@ impl Segments {
             .filter(|(_, u)| u.flags & SU_FLAG_DIRTY != 0 && u.flags & SU_FLAG_ACTIVE == 0)
             .filter(|(_, u)| u.nlive == 0)
             .map(|(i, _)| i as u64)
+            .filter(|&s| allow(s))
             .collect();
         for &s in &free {
             self.usage[s as usize] = SegUsage::default();
