@@ -289,6 +289,13 @@ fn final_unmount(fs: &Fs, device: &Path) -> Result<(), Failure> {
         "unmounted {}: final checkpoint written, filesystem clean",
         device.display()
     );
+    let stats = fs.stats();
+    let counters: Vec<String> = stats
+        .counters
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    info!("statistics: {}", counters.join(" "));
     Ok(())
 }
 
