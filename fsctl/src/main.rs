@@ -5,6 +5,7 @@
 //! fsctl(8).
 
 mod cmd;
+mod target;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -57,6 +58,73 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// List segment usage of a mounted filesystem (in-use segments unless -a).
+    Lssu {
+        /// Show every segment, clean ones too.
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// Add the live-block percentage of each segment.
+        #[arg(short = 'l', long)]
+        latest: bool,
+        /// Start at this segment number.
+        #[arg(short = 'i', long, value_name = "SEGNUM", default_value_t = 0)]
+        index: u64,
+        /// Show at most this many lines.
+        #[arg(short = 'n', long, value_name = "LINES")]
+        lines: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// List the checkpoints of a mounted filesystem (minor ones with -a).
+    Lscp {
+        /// Include minor checkpoints (made by the timer or the dirty limit).
+        #[arg(short = 'a', long)]
+        all: bool,
+        /// Snapshots only.
+        #[arg(short = 's', long)]
+        snapshots: bool,
+        /// Newest first.
+        #[arg(short = 'r', long)]
+        reverse: bool,
+        /// Start at this checkpoint number.
+        #[arg(short = 'i', long, value_name = "CNO", default_value_t = 1)]
+        index: u64,
+        /// Show at most this many lines.
+        #[arg(short = 'n', long, value_name = "LINES")]
+        lines: Option<u64>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Write a checkpoint of a mounted filesystem now.
+    Mkcp {
+        /// Print the new checkpoint's number.
+        #[arg(short = 'p', long)]
+        print: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Show where the space of a mounted filesystem went.
+    Df {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Show the engine's counters, write amplification and latencies.
+    Stat {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
     /// List the logs of one segment of an unmounted device, with their block entries.
     Dumpseg {
         /// Block device or image file.
@@ -69,12 +137,52 @@ enum Command {
     },
 }
 
+/// Restores the default SIGPIPE action, so that `fsctl lssu | head` ends
+/// quietly when head exits, as a Unix tool should (Rust ignores SIGPIPE
+/// and would report a broken pipe on every later print).
+#[allow(unsafe_code)]
+fn default_sigpipe() {
+    use nix::sys::signal::{signal, SigHandler, Signal};
+    // SAFETY: called first in main, before any other thread exists;
+    // SIG_DFL installs no Rust code as a handler.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Super { device, json } => cmd::superblock::run(device, *json),
         Command::Fsck { device, json } => cmd::fsck::run(device, *json),
+        Command::Lssu {
+            all,
+            latest,
+            index,
+            lines,
+            json,
+            target,
+        } => cmd::online::lssu(target.as_deref(), *all, *latest, *index, *lines, *json),
+        Command::Lscp {
+            all,
+            snapshots,
+            reverse,
+            index,
+            lines,
+            json,
+            target,
+        } => cmd::online::lscp(
+            target.as_deref(),
+            *all,
+            *snapshots,
+            *reverse,
+            *index,
+            *lines,
+            *json,
+        ),
+        Command::Mkcp { print, target } => cmd::online::mkcp(target.as_deref(), *print),
+        Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
+        Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
         Command::Dumpseg {
             device,
             segnum,

@@ -7,6 +7,7 @@
 //! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
 
 mod config;
+mod control;
 mod errno;
 mod fuse;
 mod options;
@@ -152,10 +153,6 @@ fn run(args: &Args) -> Result<(), Failure> {
         None => config::default_socket_path(device)
             .map_err(|e| fail(Exit::Usage, anyhow!("control socket: {e}; use --socket")))?,
     };
-    info!(
-        "control socket {} (reserved for the control protocol, not served by this version)",
-        socket.display()
-    );
 
     let mountpoint =
         options::check_mountpoint(&args.mountpoint).map_err(|e| fail(Exit::Mountpoint, e))?;
@@ -169,6 +166,18 @@ fn run(args: &Args) -> Result<(), Failure> {
         dirty_limit_bytes: config.dirty_limit,
     };
     let fs = Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?;
+
+    let control = match control::Control::start(Arc::clone(&fs), &socket) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e {
+                control::StartError::InUse(_) => Exit::Busy,
+                control::StartError::Io(..) => Exit::Error,
+            };
+            final_unmount(&fs, device)?;
+            return Err(fail(code, anyhow!("{e}")));
+        }
+    };
 
     let settings = fuser_config(&flags, &config, device);
     let adapter = fuse::Adapter::new(Arc::clone(&fs));
@@ -231,6 +240,7 @@ fn run(args: &Args) -> Result<(), Failure> {
 
     let served = session.run();
     signal_thread.stop();
+    control.stop();
     if let Err(e) = &served {
         error!("the FUSE session ended with an error: {e}");
     }

@@ -9,6 +9,13 @@
 //! `good-*` file (decodes, so the oracle runs) and one `bad-<kind>-*` file
 //! (rejected with an error of that kind, `targets::error_kind`). cargo-fuzz
 //! itself is run by `fuzz/run-smoke.sh`; see docs/FUZZING.md.
+//!
+//! `fuzz/` also holds targets of decoders outside the engine
+//! ([`OTHER_CRATE_TARGETS`]), which this crate does not link; their own
+//! crates run them over their corpus in the same way. Here they are only
+//! checked to be wired up (target file, `[[bin]]`, the test that runs them,
+//! a good and a bad corpus file), so that the no-strays check still catches
+//! a fuzz target or a corpus directory that nothing runs.
 
 use std::collections::BTreeSet;
 use std::fs;
@@ -17,6 +24,15 @@ use std::path::{Path, PathBuf};
 
 use lfs::format::targets::{self, Target, ALL};
 use lfs::format::DecodeError;
+
+/// Fuzz targets whose decoders live in other crates: (name, the call its
+/// `fuzz/fuzz_targets/<name>.rs` makes, the test that runs it over
+/// `fuzz/corpus/<name>/`).
+const OTHER_CRATE_TARGETS: &[(&str, &str, &str)] = &[(
+    "proto_frame",
+    "lfs_proto::targets::proto_frame(data)",
+    "proto/tests/corpus.rs",
+)];
 
 /// Random inputs per target.
 const RANDOM_INPUTS: usize = 20_000;
@@ -148,6 +164,12 @@ fn assert_none(failures: &[String]) {
 fn target_names_are_unique() {
     let names: BTreeSet<&str> = ALL.iter().map(|(n, _)| *n).collect();
     assert_eq!(names.len(), ALL.len(), "duplicate target name in ALL");
+    for (name, _, _) in OTHER_CRATE_TARGETS {
+        assert!(
+            !names.contains(name),
+            "{name} is in ALL and in OTHER_CRATE_TARGETS"
+        );
+    }
 }
 
 #[test]
@@ -167,7 +189,46 @@ fn every_target_has_a_cargo_fuzz_target_and_nothing_else_does() {
             "fuzz/Cargo.toml has no [[bin]] {name}"
         );
     }
-    let known: BTreeSet<&str> = ALL.iter().map(|(n, _)| *n).collect();
+    for (name, call, runner) in OTHER_CRATE_TARGETS {
+        let path = fuzz.join("fuzz_targets").join(format!("{name}.rs"));
+        let src = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            src.contains(call),
+            "{} does not call {call}",
+            path.display()
+        );
+        assert!(
+            manifest.contains(&format!("name = \"{name}\"")),
+            "fuzz/Cargo.toml has no [[bin]] {name}"
+        );
+        let runner = fuzz.join("..").join(runner);
+        let runner_src =
+            fs::read_to_string(&runner).unwrap_or_else(|e| panic!("{}: {e}", runner.display()));
+        assert!(
+            runner_src.contains(&format!("\"{name}\"")),
+            "{} does not run the corpus of {name}",
+            runner.display()
+        );
+        // Its own crate checks each file's verdict; here, that there is a
+        // good and a bad one, named as everywhere else.
+        let files = corpus(name);
+        let has = |prefix: &str| files.iter().any(|(f, _)| f.starts_with(prefix));
+        assert!(
+            has("good-") && has("bad-"),
+            "fuzz/corpus/{name} needs a good-* and a bad-* file"
+        );
+        for (file, _) in &files {
+            assert!(
+                file.starts_with("good-") || file.starts_with("bad-"),
+                "fuzz/corpus/{name}/{file}: not named good-* or bad-<kind>-*"
+            );
+        }
+    }
+    let known: BTreeSet<&str> = ALL
+        .iter()
+        .map(|(n, _)| *n)
+        .chain(OTHER_CRATE_TARGETS.iter().map(|(n, _, _)| *n))
+        .collect();
     for (dir, suffix) in [("fuzz_targets", ".rs"), ("corpus", "")] {
         for e in fs::read_dir(fuzz.join(dir)).expect("reading the fuzz directory") {
             let file = e.expect("reading the fuzz directory").file_name();
@@ -175,7 +236,7 @@ fn every_target_has_a_cargo_fuzz_target_and_nothing_else_does() {
             let target = file.strip_suffix(suffix).unwrap_or("");
             assert!(
                 known.contains(target),
-                "fuzz/{dir}/{file} belongs to no entry of targets::ALL"
+                "fuzz/{dir}/{file} belongs to no entry of targets::ALL or OTHER_CRATE_TARGETS"
             );
         }
     }

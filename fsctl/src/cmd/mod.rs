@@ -2,6 +2,7 @@
 
 pub mod dumpseg;
 pub mod fsck;
+pub mod online;
 pub mod superblock;
 
 use std::path::Path;

@@ -125,6 +125,14 @@ impl State {
         Ok(())
     }
 
+    /// Checks and books the space of a name change (after every other
+    /// check, so that an invalid call reports its own error).
+    fn reserve_dir_change(&mut self) -> Result<()> {
+        self.need_space(DIR_CHANGE_BLOCKS)?;
+        self.dirty_blocks += DIR_CHANGE_BLOCKS;
+        Ok(())
+    }
+
     /// Attributes of `ino`.
     pub fn attr(&mut self, ino: u64) -> Result<Attr> {
         let i = self.inode(ino)?;
@@ -413,9 +421,11 @@ impl State {
             return Err(Error::NotPermitted);
         }
         let kind = file_type(i.mode)?;
-        self.need_space(DIR_CHANGE_BLOCKS)?;
+        if self.dir(newparent)?.lookup(newname).is_some() {
+            return Err(Error::Exists);
+        }
+        self.reserve_dir_change()?;
         self.dir(newparent)?.insert(newname, ino, kind)?;
-        self.dirty_blocks += 1;
         let t = now();
         i.nlink += 1;
         set_c(&mut i, t);
@@ -456,8 +466,6 @@ impl State {
         }
         let (sino, skind) = self.dir(p)?.lookup(name).ok_or(Error::NotFound)?;
         let dst = self.dir(np)?.lookup(nname);
-        self.need_space(DIR_CHANGE_BLOCKS)?;
-        self.dirty_blocks += 2;
         let t = now();
         if skind == FileType::Directory && p != np && self.is_ancestor(sino, np)? {
             return Err(Error::InvalidArgument(
@@ -471,6 +479,7 @@ impl State {
                     "moving a directory into itself".into(),
                 ));
             }
+            self.reserve_dir_change()?;
             self.dir(p)?.replace(name, dino, dkind);
             self.dir(np)?.replace(nname, sino, skind);
             let sdir = i32::from(skind == FileType::Directory);
@@ -500,11 +509,14 @@ impl State {
                 (true, true) if !self.dir(dino)?.is_empty() => return Err(Error::NotEmpty),
                 _ => {}
             }
+            self.reserve_dir_change()?;
             self.dir(np)?.remove(nname);
             if dkind == FileType::Directory {
                 self.touch_dir(np, -1, t)?;
             }
             self.drop_link(dino, t)?;
+        } else {
+            self.reserve_dir_change()?;
         }
         self.dir(p)?.remove(name);
         self.dir(np)?.insert(nname, sino, skind)?;
@@ -954,7 +966,6 @@ impl State {
         if name.is_empty() || name.len() > MAX_NAME_LEN {
             return Err(Error::NameTooLong);
         }
-        self.need_space(DIR_CHANGE_BLOCKS)?;
         let bs = self.bs;
         let x = self.xattrs(ino)?;
         let exists = x.contains_key(name);
@@ -964,14 +975,13 @@ impl State {
         if flags & XATTR_REPLACE != 0 && !exists {
             return Err(Error::NoData);
         }
-        let old = x.insert(name.to_vec(), value.to_vec());
-        if !xattr::fits(x, bs) {
-            match old {
-                Some(o) => x.insert(name.to_vec(), o),
-                None => x.remove(name),
-            };
+        let mut candidate = x.clone();
+        candidate.insert(name.to_vec(), value.to_vec());
+        if !xattr::fits(&candidate, bs) {
             return Err(Error::TooBig);
         }
+        self.need_space(DIR_CHANGE_BLOCKS)?;
+        *self.xattrs(ino)? = candidate;
         let n = self.node(ino)?;
         if !n.xattr_dirty {
             n.xattr_dirty = true;
@@ -984,7 +994,11 @@ impl State {
     pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> Result<()> {
         self.writable()?;
         self.xattrs(ino)?.remove(name).ok_or(Error::NoData)?;
-        self.node(ino)?.xattr_dirty = true;
+        let n = self.node(ino)?;
+        if !n.xattr_dirty {
+            n.xattr_dirty = true;
+            self.dirty_blocks += 1;
+        }
         self.touch_ctime(ino)
     }
 

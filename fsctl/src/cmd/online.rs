@@ -1,0 +1,348 @@
+//! Commands answered by a running fsd through its control socket.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use lfs_proto::msg::*;
+use serde_json::json;
+
+use super::utc;
+use crate::target::connect;
+use crate::Exit;
+
+const NS: u64 = 1_000_000_000;
+
+/// `fsctl lssu`: segment usage.
+pub fn lssu(
+    target: Option<&Path>,
+    all: bool,
+    latest: bool,
+    index: u64,
+    lines: Option<u64>,
+    as_json: bool,
+) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let st = c.call(&GetSustat).context("GET_SUSTAT")?;
+    let mut items = Vec::new();
+    let mut start = index;
+    while start < st.nsegs {
+        let batch = c
+            .call(&GetSuinfo { start, count: 4096 })
+            .context("GET_SUINFO")?
+            .items;
+        let Some(last) = batch.last() else { break };
+        start = last.segnum + 1;
+        items.extend(batch.into_iter().filter(|u| all || u.flags != 0));
+        if lines.is_some_and(|n| items.len() as u64 >= n) {
+            break;
+        }
+    }
+    if let Some(n) = lines {
+        items.truncate(n as usize);
+    }
+    let bps = u64::from(st.blocks_per_segment);
+    if as_json {
+        let v: Vec<_> = items
+            .iter()
+            .map(|u| {
+                json!({"segnum": u.segnum, "last_mod": u.last_mod, "flags": stat_flags(u.flags),
+                       "nblocks": u.nblocks, "nlive": u.nlive,
+                       "live_percent": pct(u64::from(u.nlive), bps)})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"segments": v, "blocks_per_segment": bps}))?
+        );
+        return Ok(Exit::Ok);
+    }
+    if latest {
+        println!(
+            "{:>10} {:>10} {:>8} {:>4} {:>8} {:>12} {:>5}",
+            "SEGNUM", "DATE", "TIME", "STAT", "NBLOCKS", "NLIVEBLOCKS", "LIVE%"
+        );
+    } else {
+        println!(
+            "{:>10} {:>10} {:>8} {:>4} {:>8} {:>12}",
+            "SEGNUM", "DATE", "TIME", "STAT", "NBLOCKS", "NLIVEBLOCKS"
+        );
+    }
+    for u in &items {
+        let when = utc(u.last_mod);
+        let (date, time) = split_when(&when);
+        if latest {
+            println!(
+                "{:>10} {:>10} {:>8} {:>4} {:>8} {:>12} {:>4}%",
+                u.segnum,
+                date,
+                time,
+                stat_flags(u.flags),
+                u.nblocks,
+                u.nlive,
+                pct(u64::from(u.nlive), bps)
+            );
+        } else {
+            println!(
+                "{:>10} {:>10} {:>8} {:>4} {:>8} {:>12}",
+                u.segnum,
+                date,
+                time,
+                stat_flags(u.flags),
+                u.nblocks,
+                u.nlive
+            );
+        }
+    }
+    Ok(Exit::Ok)
+}
+
+fn split_when(s: &str) -> (String, String) {
+    let mut it = s.split(' ');
+    (
+        it.next().unwrap_or("").to_string(),
+        it.next().unwrap_or("").to_string(),
+    )
+}
+
+fn pct(part: u64, whole: u64) -> u64 {
+    (part * 100).checked_div(whole).unwrap_or(0)
+}
+
+/// nilfs-style segment flags: a(ctive) d(irty) e(rror).
+fn stat_flags(f: u32) -> String {
+    let c = |bit: u32, ch: char| if f & bit != 0 { ch } else { '-' };
+    format!(
+        "{}{}{}",
+        c(SUINFO_ACTIVE, 'a'),
+        c(SUINFO_DIRTY, 'd'),
+        c(SUINFO_ERROR, 'e')
+    )
+}
+
+/// `fsctl lscp`: checkpoints.
+pub fn lscp(
+    target: Option<&Path>,
+    all: bool,
+    snapshots: bool,
+    reverse: bool,
+    index: u64,
+    lines: Option<u64>,
+    as_json: bool,
+) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let mut items = Vec::new();
+    let mut start = index.max(1);
+    loop {
+        let batch = c
+            .call(&GetCpinfo {
+                start_cno: start,
+                count: 1024,
+                flags: if snapshots {
+                    GET_CPINFO_SNAPSHOTS_ONLY
+                } else {
+                    0
+                },
+            })
+            .context("GET_CPINFO")?
+            .items;
+        let Some(last) = batch.last() else { break };
+        start = last.cno + 1;
+        items.extend(
+            batch
+                .into_iter()
+                .filter(|e| all || snapshots || e.flags & CPINFO_MINOR == 0),
+        );
+    }
+    if reverse {
+        items.reverse();
+    }
+    if let Some(n) = lines {
+        items.truncate(n as usize);
+    }
+    if as_json {
+        let v: Vec<_> = items
+            .iter()
+            .map(|e| {
+                json!({"cno": e.cno, "ctime_ns": e.ctime_ns, "mode": mode(e.flags), "minor": e.flags & CPINFO_MINOR != 0,
+                       "blocks_written": e.nblk_inc, "blocks": e.blocks_count, "inodes": e.inodes_count})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({"checkpoints": v}))?
+        );
+        return Ok(Exit::Ok);
+    }
+    println!(
+        "{:>10} {:>10} {:>8} {:>4} {:>3} {:>10} {:>10}",
+        "CNO", "DATE", "TIME", "MODE", "FLG", "BLKCNT", "ICNT"
+    );
+    for e in &items {
+        let (date, time) = split_when(&utc(e.ctime_ns / NS));
+        let flg = if e.flags & CPINFO_MINOR != 0 {
+            "i"
+        } else {
+            "-"
+        };
+        println!(
+            "{:>10} {:>10} {:>8} {:>4} {:>3} {:>10} {:>10}",
+            e.cno,
+            date,
+            time,
+            mode(e.flags),
+            flg,
+            e.blocks_count,
+            e.inodes_count
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+fn mode(flags: u32) -> &'static str {
+    if flags & CPINFO_SNAPSHOT != 0 {
+        "ss"
+    } else {
+        "cp"
+    }
+}
+
+/// `fsctl mkcp`: a checkpoint now.
+pub fn mkcp(target: Option<&Path>, print: bool) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let r = c
+        .call(&Sync { flags: 1 })
+        .context("making a checkpoint (SYNC)")?;
+    if print {
+        println!("{}", r.cno);
+    }
+    Ok(Exit::Ok)
+}
+
+/// `fsctl df`: where the space went.
+pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let d = c.call(&GetDf).context("GET_DF")?;
+    let b = u64::from(d.block_size);
+    let rows = [
+        ("size", d.total_blocks),
+        ("free", d.free_blocks),
+        ("reserved for cleaning", d.reserved_blocks),
+        ("live in the current checkpoint", d.live_blocks),
+        ("held by snapshots", d.snapshot_blocks),
+        ("held by the protection period", d.protected_blocks),
+        ("reclaimable by cleaning", d.reclaimable_blocks),
+    ];
+    if as_json {
+        let v: serde_json::Map<String, serde_json::Value> = [
+            ("block_size", u64::from(d.block_size)),
+            ("total_bytes", d.total_blocks * b),
+            ("free_bytes", d.free_blocks * b),
+            ("reserved_bytes", d.reserved_blocks * b),
+            ("live_bytes", d.live_blocks * b),
+            ("snapshot_bytes", d.snapshot_blocks * b),
+            ("protected_bytes", d.protected_blocks * b),
+            ("reclaimable_bytes", d.reclaimable_blocks * b),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(Exit::Ok);
+    }
+    for (name, blocks) in rows {
+        println!(
+            "{name:<32} {:>14} bytes  {:>10}  {:>3}%",
+            blocks * b,
+            lfs::units::human_bytes(blocks * b),
+            pct(blocks, d.total_blocks)
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// A latency histogram summarised: name, p50, p99, max (bucket upper
+/// bounds, ns) and count.
+type Latency = (String, Option<u64>, Option<u64>, Option<u64>, u64);
+
+/// `fsctl stat`: the engine's counters and latencies.
+pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let s = c.call(&GetStats).context("GET_STATS")?;
+    let get = |n: &str| {
+        s.counters
+            .iter()
+            .find(|(k, _)| k == n)
+            .map_or(0, |(_, v)| *v)
+    };
+    let user = get("user_bytes_written");
+    let dev = get("device_data_bytes_written") + get("device_meta_bytes_written");
+    let wa = if user == 0 {
+        0.0
+    } else {
+        dev as f64 / user as f64
+    };
+    let lat: Vec<Latency> = s
+        .histograms
+        .iter()
+        .map(|h| {
+            let b: Vec<(u64, u64)> = h
+                .bucket_upper_ns
+                .iter()
+                .copied()
+                .zip(h.counts.iter().copied())
+                .collect();
+            let n = h.counts.iter().sum();
+            (
+                h.name.clone(),
+                lfs::stats::quantile(&b, 0.5),
+                lfs::stats::quantile(&b, 0.99),
+                lfs::stats::quantile(&b, 1.0),
+                n,
+            )
+        })
+        .collect();
+    if as_json {
+        let counters: serde_json::Map<String, serde_json::Value> = s
+            .counters
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        let l: Vec<_> = lat
+            .iter()
+            .map(|(n, p50, p99, max, count)| json!({"name": n, "count": count, "p50_ns_below": p50, "p99_ns_below": p99, "max_ns_below": max}))
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"counters": counters, "write_amplification": wa, "latency": l})
+            )?
+        );
+        return Ok(Exit::Ok);
+    }
+    for (k, v) in &s.counters {
+        println!("{k:<28} {v:>16}");
+    }
+    println!("{:<28} {wa:>16.3}", "write_amplification");
+    println!(
+        "{:<28} {:>8} {:>12} {:>12} {:>12}",
+        "latency (bucket bounds)", "count", "p50 <", "p99 <", "max <"
+    );
+    let show = |v: &Option<u64>| {
+        v.map_or("-".to_string(), |ns| {
+            if ns == u64::MAX {
+                "inf".into()
+            } else {
+                format!("{}us", ns / 1000)
+            }
+        })
+    };
+    for (n, p50, p99, max, count) in &lat {
+        println!(
+            "{n:<28} {count:>8} {:>12} {:>12} {:>12}",
+            show(p50),
+            show(p99),
+            show(max)
+        );
+    }
+    Ok(Exit::Ok)
+}

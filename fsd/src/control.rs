@@ -1,0 +1,359 @@
+//! The control socket: lfs-proto requests served from the engine.
+//!
+//! One thread accepts connections; each connection gets its own thread,
+//! so a slow or silent client holds only itself up, and no request takes
+//! a lock the FUSE threads need for longer than the engine query it runs.
+//! The socket is mode 0660; every connection's peer is identified with
+//! SO_PEERCRED, and requests that change anything are taken only from
+//! root or the filesystem's owner (the root directory's owner).
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use lfs::format::ROOT_INO;
+use lfs::fs::Fs;
+use lfs_proto::msg::*;
+use lfs_proto::server::{check_permission, dispatch, serve_connection, Handler, Peer, Service};
+use log::{debug, info, warn};
+
+/// Mode of the socket file: owner and group may connect.
+const SOCKET_MODE: u32 = 0o660;
+/// Mode of a socket directory fsd creates (e.g. /run/lfs).
+const DIR_MODE: u32 = 0o755;
+
+/// A running control server; stopping it removes the socket.
+#[derive(Debug)]
+pub struct Control {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Why the socket could not be set up.
+#[derive(Debug)]
+pub enum StartError {
+    /// Another live process answers on the path.
+    InUse(PathBuf),
+    /// Anything else.
+    Io(PathBuf, io::Error),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::InUse(p) => write!(
+                f,
+                "control socket {} is served by another running fsd; use --socket",
+                p.display()
+            ),
+            StartError::Io(p, e) => write!(f, "control socket {}: {e}", p.display()),
+        }
+    }
+}
+
+impl Control {
+    /// Binds `path` and starts serving `fs`.
+    pub fn start(fs: Arc<Fs>, path: &Path) -> Result<Control, StartError> {
+        let io_err = |e| StartError::Io(path.to_path_buf(), e);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(io_err)?;
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(DIR_MODE))
+                    .map_err(io_err)?;
+            }
+        }
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(io_err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    "exists and is not a socket",
+                )));
+            }
+            match UnixStream::connect(path) {
+                Ok(_) => return Err(StartError::InUse(path.to_path_buf())),
+                // Nobody listens: a socket left by an fsd that died.
+                Err(_) => std::fs::remove_file(path).map_err(io_err)?,
+            }
+        }
+        let listener = UnixListener::bind(path).map_err(io_err)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
+            .map_err(io_err)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let service = Arc::new(FsService { fs });
+        let thread = {
+            let stop = stop.clone();
+            std::thread::Builder::new()
+                .name("fsd-control".into())
+                .spawn(move || accept_loop(&listener, &stop, &service))
+                .map_err(io_err)?
+        };
+        info!("control socket {} ready", path.display());
+        Ok(Control {
+            path: path.to_path_buf(),
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops accepting, removes the socket file.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // Wake the accept loop.
+        let _ = UnixStream::connect(&self.path);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsService>) {
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            return;
+        }
+        match conn {
+            Ok(stream) => {
+                let service = service.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("fsd-control-conn".into())
+                    .spawn(move || {
+                        let closed = serve_connection(stream, service.as_ref());
+                        debug!("control connection closed: {closed:?}");
+                    });
+                if let Err(e) = spawned {
+                    warn!("control socket: cannot start a connection thread: {e}");
+                }
+            }
+            Err(e) => warn!("control socket: accept failed: {e}"),
+        }
+    }
+}
+
+struct FsService {
+    fs: Arc<Fs>,
+}
+
+/// The errno for an engine error.
+fn errno(e: &lfs::Error) -> i32 {
+    crate::errno::engine_error("control request", ROOT_INO, e).code()
+}
+
+impl Handler for FsService {
+    fn handle(&self, code: u32, payload: &[u8], peer: &Peer) -> Result<Vec<u8>, i32> {
+        let owner = self.fs.getattr(ROOT_INO).map_err(|e| errno(&e))?.uid;
+        check_permission(code, peer, owner)?;
+        dispatch(self, code, payload, peer)
+    }
+}
+
+impl Service for FsService {
+    fn get_sustat(&self, _: &Peer, _: GetSustat) -> Result<Sustat, i32> {
+        let s = self.fs.sustat();
+        Ok(Sustat {
+            nsegs: s.nsegs,
+            nclean: s.nclean,
+            ndirty: s.ndirty,
+            npending: s.npending,
+            nreserved: s.nreserved,
+            blocks_per_segment: s.blocks_per_segment,
+            block_size: s.block_size,
+            last_cno: s.last_cno,
+            ctime_ns: s.ctime_ns,
+            nongc_ctime_ns: s.nongc_ctime_ns,
+            prot_seq: s.prot_seq,
+        })
+    }
+
+    fn get_suinfo(&self, _: &Peer, r: GetSuinfo) -> Result<SuinfoList, i32> {
+        let items = self
+            .fs
+            .segment_usage_range(r.start, u64::from(r.count))
+            .into_iter()
+            .map(|(segnum, u)| Suinfo {
+                segnum,
+                last_mod: u.last_mod,
+                nblocks: u.nblocks,
+                nlive: u.nlive,
+                flags: suinfo_flags(u.flags),
+            })
+            .collect();
+        Ok(SuinfoList { items })
+    }
+
+    fn get_cpstat(&self, _: &Peer, _: GetCpstat) -> Result<Cpstat, i32> {
+        let (last_cno, ncheckpoints, nsnapshots) = self.fs.cpstat();
+        Ok(Cpstat {
+            last_cno,
+            ncheckpoints,
+            nsnapshots,
+        })
+    }
+
+    fn get_cpinfo(&self, _: &Peer, r: GetCpinfo) -> Result<CpinfoList, i32> {
+        let items = self
+            .fs
+            .cpinfo(
+                r.start_cno,
+                r.count as usize,
+                r.flags & GET_CPINFO_SNAPSHOTS_ONLY != 0,
+            )
+            .map_err(|e| errno(&e))?
+            .into_iter()
+            .map(|e| Cpinfo {
+                cno: e.cno,
+                flags: cpinfo_flags(e.flags),
+                ctime_ns: e.ctime_ns,
+                nblk_inc: e.nblk_inc,
+                inodes_count: e.inodes_count,
+                blocks_count: e.blocks_count,
+            })
+            .collect();
+        Ok(CpinfoList { items })
+    }
+
+    fn sync(&self, _: &Peer, r: Sync) -> Result<SyncReply, i32> {
+        let cno = if r.flags & SYNC_FORCE_CHECKPOINT != 0 {
+            self.fs.make_checkpoint()
+        } else {
+            self.fs.sync().map(|()| self.fs.cpstat().0)
+        }
+        .map_err(|e| errno(&e))?;
+        Ok(SyncReply { cno })
+    }
+
+    fn get_vinfo(&self, _: &Peer, r: GetVinfo) -> Result<VinfoList, i32> {
+        let items = self
+            .fs
+            .vinfo(&r.vblocks)
+            .into_iter()
+            .map(|(vblock, e)| Vinfo {
+                vblock,
+                phys: e.phys,
+                start_cno: e.start_cno,
+                end_cno: e.end_cno,
+            })
+            .collect();
+        Ok(VinfoList { items })
+    }
+
+    fn get_seg_summary(&self, _: &Peer, r: GetSegSummary) -> Result<SegSummary, i32> {
+        let d = self.fs.segment_summary(r.segnum).map_err(|e| errno(&e))?;
+        let logs = d
+            .logs
+            .iter()
+            .map(|l| LogInfo {
+                block: l.block,
+                seq: l.summary.header.seq,
+                cno: l.summary.header.cno,
+                flags: l.summary.header.flags,
+                nblocks: l.summary.header.nblocks,
+                body_ok: u8::from(l.body_ok),
+                entries: l
+                    .summary
+                    .entries
+                    .iter()
+                    .map(|e| EntryInfo {
+                        ino: e.ino,
+                        offset: e.offset,
+                        vblock: e.vblock,
+                        kind: kind_code(e.kind),
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(SegSummary {
+            segnum: d.segno,
+            start_block: d.start_block,
+            logs,
+            end: d.end,
+        })
+    }
+
+    fn get_stats(&self, _: &Peer, _: GetStats) -> Result<Stats, i32> {
+        let s = self.fs.stats();
+        Ok(Stats {
+            counters: s
+                .counters
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            histograms: s
+                .histograms
+                .into_iter()
+                .map(|(name, b)| Histogram {
+                    name: name.to_string(),
+                    bucket_upper_ns: b.iter().map(|&(u, _)| u).collect(),
+                    counts: b.iter().map(|&(_, c)| c).collect(),
+                })
+                .collect(),
+        })
+    }
+
+    fn get_df(&self, _: &Peer, _: GetDf) -> Result<Df, i32> {
+        let d = self.fs.df();
+        Ok(Df {
+            block_size: d.block_size,
+            total_blocks: d.total_blocks,
+            free_blocks: d.free_blocks,
+            reserved_blocks: d.reserved_blocks,
+            live_blocks: d.live_blocks,
+            snapshot_blocks: d.snapshot_blocks,
+            protected_blocks: d.protected_blocks,
+            reclaimable_blocks: d.reclaimable_blocks,
+        })
+    }
+}
+
+/// Protocol checkpoint flags from the on-disk ones (lfs(5)).
+fn cpinfo_flags(f: u32) -> u32 {
+    let mut out = 0;
+    if f & lfs::format::CP_FLAG_SNAPSHOT != 0 {
+        out |= CPINFO_SNAPSHOT;
+    }
+    if f & lfs::format::CP_FLAG_MINOR != 0 {
+        out |= CPINFO_MINOR;
+    }
+    out
+}
+
+/// Protocol segment flags from the on-disk ones.
+fn suinfo_flags(f: u32) -> u32 {
+    let mut out = 0;
+    for (disk, proto) in [
+        (lfs::format::SU_FLAG_ACTIVE, SUINFO_ACTIVE),
+        (lfs::format::SU_FLAG_DIRTY, SUINFO_DIRTY),
+        (lfs::format::SU_FLAG_ERROR, SUINFO_ERROR),
+    ] {
+        if f & disk != 0 {
+            out |= proto;
+        }
+    }
+    out
+}
+
+/// The on-disk block kind code (lfs(5)): 1 data, 2–4 indirect, 5 xattr.
+fn kind_code(k: lfs::format::BlockKind) -> u8 {
+    match k {
+        lfs::format::BlockKind::Data => 1,
+        lfs::format::BlockKind::Indirect(l) => 1 + l,
+        lfs::format::BlockKind::Xattr => 5,
+    }
+}

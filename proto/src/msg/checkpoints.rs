@@ -1,0 +1,396 @@
+//! Checkpoint messages: GET_CPSTAT, GET_CPINFO, SYNC.
+//!
+//! Byte layouts (offsets in bytes, little-endian, records packed):
+//!
+//! ```text
+//! GetCpstat   (request, 0 bytes)   empty
+//! Cpstat      (reply, 24 bytes)
+//!    0 u64 last_cno   8 u64 ncheckpoints   16 u64 nsnapshots
+//!
+//! GetCpinfo   (request, 16 bytes)
+//!    0 u64 start_cno   8 u32 count (at most 65536)   12 u32 flags (bit 0:
+//!    snapshots only; other bits must be 0)
+//! CpinfoList  (reply, 4 + 44 n bytes)
+//!    0 u32 n (at most 16384), then n Cpinfo:
+//!      0 u64 cno   8 u32 flags   12 u64 ctime_ns   20 u64 nblk_inc
+//!     28 u64 inodes_count   36 u64 blocks_count
+//!
+//! Sync        (request, 4 bytes)
+//!    0 u32 flags (bit 0: make a checkpoint even if nothing changed; other
+//!    bits must be 0)
+//! SyncReply   (reply, 8 bytes)
+//!    0 u64 cno
+//! ```
+
+use super::{message, request, DecodeError, Reader, Record, Writer};
+use crate::codes;
+
+/// Checkpoint statistics [nilfs GET_CPSTAT]. Empty request.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GetCpstat;
+
+/// Reply to [`GetCpstat`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cpstat {
+    /// Number of the last checkpoint.
+    pub last_cno: u64,
+    /// Valid checkpoints (snapshots included).
+    pub ncheckpoints: u64,
+    /// Of those, snapshots.
+    pub nsnapshots: u64,
+}
+
+/// [`GetCpinfo::flags`]: list snapshots only.
+pub const GET_CPINFO_SNAPSHOTS_ONLY: u32 = 1 << 0;
+/// Every flag a [`GetCpinfo`] may carry; others → EINVAL.
+pub const GET_CPINFO_FLAGS_KNOWN: u32 = GET_CPINFO_SNAPSHOTS_ONLY;
+
+/// Checkpoints from `start_cno` on [nilfs GET_CPINFO].
+///
+/// The reply lists valid checkpoints with `cno >= start_cno` in ascending
+/// order, at most `count` and at most [`CpinfoList::MAX_ITEMS`]; a client
+/// that wants more asks again from the last `cno + 1`. It is empty when
+/// there are no more.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GetCpinfo {
+    /// First checkpoint number.
+    pub start_cno: u64,
+    /// Checkpoints wanted, at most [`GetCpinfo::MAX_COUNT`].
+    pub count: u32,
+    /// `GET_CPINFO_*` bits.
+    pub flags: u32,
+}
+
+impl GetCpinfo {
+    /// Most checkpoints one request may ask for (larger → EINVAL).
+    pub const MAX_COUNT: u32 = 1 << 16;
+}
+
+/// [`Cpinfo::flags`]: the checkpoint is a snapshot.
+pub const CPINFO_SNAPSHOT: u32 = 1 << 0;
+/// [`Cpinfo::flags`]: made by the cleaner or a timer, not by a user.
+pub const CPINFO_MINOR: u32 = 1 << 1;
+/// The [`Cpinfo`] flags this version defines (replies keep others).
+pub const CPINFO_FLAGS_KNOWN: u32 = CPINFO_SNAPSHOT | CPINFO_MINOR;
+
+/// One checkpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Cpinfo {
+    /// Checkpoint number.
+    pub cno: u64,
+    /// `CPINFO_*` bits; unknown bits are kept.
+    pub flags: u32,
+    /// Creation time, ns since the Unix epoch.
+    pub ctime_ns: u64,
+    /// Blocks written since the previous checkpoint.
+    pub nblk_inc: u64,
+    /// Inodes in use.
+    pub inodes_count: u64,
+    /// Blocks in use.
+    pub blocks_count: u64,
+}
+
+impl Cpinfo {
+    /// Encoded size.
+    pub const SIZE: usize = 44;
+}
+
+/// Reply to [`GetCpinfo`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CpinfoList {
+    /// Checkpoints in ascending order.
+    pub items: Vec<Cpinfo>,
+}
+
+impl CpinfoList {
+    /// Most entries in one reply (so that it fits in `MAX_PAYLOAD`).
+    pub const MAX_ITEMS: usize = 1 << 14;
+}
+
+/// [`Sync::flags`]: write a checkpoint even if nothing changed.
+pub const SYNC_FORCE_CHECKPOINT: u32 = 1 << 0;
+/// Every flag a [`Sync`] may carry; others → EINVAL.
+pub const SYNC_FLAGS_KNOWN: u32 = SYNC_FORCE_CHECKPOINT;
+
+/// Make everything written so far durable in a checkpoint [nilfs SYNC].
+/// Changes the filesystem: root or the owner only.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sync {
+    /// `SYNC_*` bits.
+    pub flags: u32,
+}
+
+/// Reply to [`Sync`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncReply {
+    /// The checkpoint that now holds everything written before the request
+    /// (the new one, or the last one if nothing changed and no checkpoint
+    /// was forced).
+    pub cno: u64,
+}
+
+impl Record for GetCpstat {
+    const WHAT: &'static str = "GetCpstat";
+    const MIN_SIZE: usize = 0;
+    fn put(&self, _: &mut Writer) {}
+    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(GetCpstat)
+    }
+}
+
+impl Record for Cpstat {
+    const WHAT: &'static str = "Cpstat";
+    const MIN_SIZE: usize = 24;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.last_cno);
+        w.u64(self.ncheckpoints);
+        w.u64(self.nsnapshots);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Cpstat {
+            last_cno: r.u64("last_cno")?,
+            ncheckpoints: r.u64("ncheckpoints")?,
+            nsnapshots: r.u64("nsnapshots")?,
+        })
+    }
+}
+
+impl Record for GetCpinfo {
+    const WHAT: &'static str = "GetCpinfo";
+    const MIN_SIZE: usize = 16;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.start_cno);
+        w.u32(self.count);
+        w.u32(self.flags);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let start_cno = r.u64("start_cno")?;
+        let count = r.u32("count")?;
+        if count > GetCpinfo::MAX_COUNT {
+            return Err(DecodeError::BadCount {
+                what: Self::WHAT,
+                field: "count",
+                count: u64::from(count),
+                max: u64::from(GetCpinfo::MAX_COUNT),
+            });
+        }
+        let flags = r.flags("flags", GET_CPINFO_FLAGS_KNOWN)?;
+        Ok(GetCpinfo {
+            start_cno,
+            count,
+            flags,
+        })
+    }
+}
+
+impl Record for Cpinfo {
+    const WHAT: &'static str = "Cpinfo";
+    const MIN_SIZE: usize = Cpinfo::SIZE;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.cno);
+        w.u32(self.flags);
+        w.u64(self.ctime_ns);
+        w.u64(self.nblk_inc);
+        w.u64(self.inodes_count);
+        w.u64(self.blocks_count);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Cpinfo {
+            cno: r.u64("cno")?,
+            flags: r.u32("flags")?,
+            ctime_ns: r.u64("ctime_ns")?,
+            nblk_inc: r.u64("nblk_inc")?,
+            inodes_count: r.u64("inodes_count")?,
+            blocks_count: r.u64("blocks_count")?,
+        })
+    }
+}
+
+impl Record for CpinfoList {
+    const WHAT: &'static str = "CpinfoList";
+    const MIN_SIZE: usize = 4;
+    fn put(&self, w: &mut Writer) {
+        w.list(&self.items);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CpinfoList {
+            items: r.list("items", CpinfoList::MAX_ITEMS)?,
+        })
+    }
+}
+
+impl Record for Sync {
+    const WHAT: &'static str = "Sync";
+    const MIN_SIZE: usize = 4;
+    fn put(&self, w: &mut Writer) {
+        w.u32(self.flags);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Sync {
+            flags: r.flags("flags", SYNC_FLAGS_KNOWN)?,
+        })
+    }
+}
+
+impl Record for SyncReply {
+    const WHAT: &'static str = "SyncReply";
+    const MIN_SIZE: usize = 8;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.cno);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SyncReply { cno: r.u64("cno")? })
+    }
+}
+
+message!(GetCpstat, Cpstat, GetCpinfo, CpinfoList, Sync, SyncReply);
+
+request! {
+    GetCpstat => codes::GET_CPSTAT, Cpstat;
+    GetCpinfo => codes::GET_CPINFO, CpinfoList;
+    Sync => codes::SYNC, SyncReply;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::testing::{canonical, golden, round_trip};
+    use crate::msg::{DecodeError, Message};
+    use proptest::prelude::*;
+
+    #[test]
+    fn cpstat_golden() {
+        golden(&GetCpstat, "");
+        golden(
+            &Cpstat {
+                last_cno: 0x0a0b,
+                ncheckpoints: 12,
+                nsnapshots: 1,
+            },
+            "0b0a000000000000 0c00000000000000 0100000000000000",
+        );
+    }
+
+    #[test]
+    fn get_cpinfo_golden() {
+        golden(
+            &GetCpinfo {
+                start_cno: 1,
+                count: 100,
+                flags: GET_CPINFO_SNAPSHOTS_ONLY,
+            },
+            "0100000000000000 64000000 01000000",
+        );
+    }
+
+    #[test]
+    fn get_cpinfo_rejects_unknown_flags_and_large_counts() {
+        let bad_flags = GetCpinfo {
+            start_cno: 1,
+            count: 1,
+            flags: 2,
+        };
+        assert!(matches!(
+            GetCpinfo::decode(&bad_flags.encode()),
+            Err(DecodeError::InvalidField {
+                field: "flags",
+                value: 2,
+                ..
+            })
+        ));
+        let too_many = GetCpinfo {
+            start_cno: 1,
+            count: GetCpinfo::MAX_COUNT + 1,
+            flags: 0,
+        };
+        assert!(matches!(
+            GetCpinfo::decode(&too_many.encode()),
+            Err(DecodeError::BadCount { field: "count", .. })
+        ));
+    }
+
+    #[test]
+    fn cpinfo_list_golden() {
+        let l = CpinfoList {
+            items: vec![Cpinfo {
+                cno: 3,
+                flags: CPINFO_SNAPSHOT | CPINFO_MINOR,
+                ctime_ns: 0x0102_0304_0506_0708,
+                nblk_inc: 17,
+                inodes_count: 5,
+                blocks_count: 40,
+            }],
+        };
+        golden(
+            &l,
+            "01000000 0300000000000000 03000000 0807060504030201
+             1100000000000000 0500000000000000 2800000000000000",
+        );
+        assert_eq!(l.encode().len(), 4 + Cpinfo::SIZE);
+    }
+
+    #[test]
+    fn sync_golden_and_flags() {
+        golden(
+            &Sync {
+                flags: SYNC_FORCE_CHECKPOINT,
+            },
+            "01000000",
+        );
+        golden(&SyncReply { cno: 9 }, "0900000000000000");
+        assert!(matches!(
+            Sync::decode(&[2, 0, 0, 0]),
+            Err(DecodeError::InvalidField { field: "flags", .. })
+        ));
+    }
+
+    fn cpinfo() -> impl Strategy<Value = Cpinfo> {
+        (any::<u64>(), any::<u32>(), any::<[u64; 4]>()).prop_map(|(cno, flags, v)| Cpinfo {
+            cno,
+            flags,
+            ctime_ns: v[0],
+            nblk_inc: v[1],
+            inodes_count: v[2],
+            blocks_count: v[3],
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(
+            stat in any::<[u64; 3]>(),
+            start_cno in any::<u64>(),
+            count in 0..=GetCpinfo::MAX_COUNT,
+            snapshots in any::<bool>(),
+            items in proptest::collection::vec(cpinfo(), 0..32),
+            force in any::<bool>(),
+            cno in any::<u64>(),
+        ) {
+            round_trip(&Cpstat { last_cno: stat[0], ncheckpoints: stat[1], nsnapshots: stat[2] })?;
+            round_trip(&GetCpinfo { start_cno, count, flags: u32::from(snapshots) })?;
+            round_trip(&CpinfoList { items })?;
+            round_trip(&Sync { flags: u32::from(force) })?;
+            round_trip(&SyncReply { cno })?;
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            canonical::<GetCpstat>(&bytes)?;
+            canonical::<Cpstat>(&bytes)?;
+            canonical::<GetCpinfo>(&bytes)?;
+            canonical::<CpinfoList>(&bytes)?;
+            canonical::<Sync>(&bytes)?;
+            canonical::<SyncReply>(&bytes)?;
+        }
+
+        #[test]
+        fn small_counts_then_random_bytes_never_panic(
+            n in 0u32..4,
+            bytes in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut p = n.to_le_bytes().to_vec();
+            p.extend_from_slice(&bytes);
+            canonical::<CpinfoList>(&p)?;
+        }
+    }
+}
