@@ -72,7 +72,7 @@ fuzz_smoke() {
     bash fuzz/run-smoke.sh
 }
 
-run_step shellcheck shellcheck -x scripts/*.sh .ci/run fuzz/run-smoke.sh
+run_step shellcheck shellcheck -x scripts/*.sh .ci/run fuzz/run-smoke.sh bench/*.sh
 run_step fmt "$CARGO" fmt --all -- --check
 run_step clippy "$CARGO" clippy --workspace --all-targets -- -D warnings
 run_step test cargo_test
@@ -81,6 +81,10 @@ if [ -f fuzz/Cargo.toml ]; then
 else
     results+=("SKIP  fuzz-smoke (no fuzz workspace yet: fuzz/Cargo.toml does not exist)")
 fi
+
+# A seconds-long run of the benchmark harness, so it cannot rot (no timing
+# is checked).
+run_step bench-smoke bash bench/smoke.sh
 
 printf '\n==> summary\n'
 printf '  %s\n' "${results[@]}"
