@@ -45,9 +45,9 @@ pub const MAX_THREADS: usize = 64;
 /// Log level when neither the file, the command line nor `RUST_LOG` says.
 pub const DEFAULT_LOG_LEVEL: LevelFilter = LevelFilter::Info;
 
-pub use lfs_proto::path::{default_socket_path, validate_socket_path};
 #[cfg(test)]
 pub use lfs_proto::path::SOCKET_PATH_MAX;
+pub use lfs_proto::path::{default_socket_path, validate_socket_path};
 
 /// The keys, as spelt in the file.
 pub const KEY_CHECKPOINT_INTERVAL: &str = "checkpoint_interval";
