@@ -837,8 +837,8 @@ def main():
 
     add("## Not measured, and why")
     add("")
-    add("- **Online statistics through `fsctl`** (`fsctl stat`, `fsctl df`, DESIGN §8): the control protocol is still being written, "
-        "so fsd serves no socket and this fsctl has only the offline `super`, `fsck` and `dumpseg`. Per-run device bytes therefore come "
+    add("- **Online statistics through `fsctl`** (`fsctl stat`, `fsctl df`, DESIGN §8): fsd serves them now, but the harness "
+        "does not query them per run yet. Per-run device bytes come "
         "from `/proc/PID/io` of fsd, and the engine's own counters only as the totals fsd logs at unmount (above).")
     add("- **Device bytes by kind (data, metadata, cleaning) per workload**: only the whole-mount totals from the unmount log line; "
         "no cleaning happens yet (there is no cleaner: only segments whose blocks are all dead are reused).")
