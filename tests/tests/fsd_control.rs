@@ -38,7 +38,7 @@ fn fsctl_reports_truthful_figures_of_a_mounted_filesystem() {
     let name = format!("ctl-{}.img", std::process::id());
     let image = mkfs(tmp.path(), &name);
     let mnt = mkdir(tmp.path(), "mnt");
-    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let mut fsd = Fsd::start_exactly(&image, &mnt, &[]);
     let m = mnt.to_str().unwrap();
     let written: u64 = 8 << 20;
     sh(&format!(
@@ -109,7 +109,7 @@ fn unprivileged_clients_query_but_cannot_change() {
     let name = format!("perm-{}.img", std::process::id());
     let image = mkfs(tmp.path(), &name);
     let mnt = mkdir(tmp.path(), "mnt");
-    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let mut fsd = Fsd::start_exactly(&image, &mnt, &[]);
     let sock = socket_of(&image);
     // Let nobody's group connect, as an administrator would.
     sh(&format!("chgrp nogroup '{sock}'"));
@@ -138,7 +138,7 @@ fn hostile_clients_do_not_disturb_the_daemon() {
     let name = format!("hostile-{}.img", std::process::id());
     let image = mkfs(tmp.path(), &name);
     let mnt = mkdir(tmp.path(), "mnt");
-    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let mut fsd = Fsd::start_exactly(&image, &mnt, &[]);
     let sock = socket_of(&image);
     // A client that connects and says nothing.
     let _silent = UnixStream::connect(&sock).unwrap();

@@ -184,6 +184,11 @@ impl Directory {
         self.used.len() as u64
     }
 
+    /// Blocks changed since the last [`Self::take_dirty`].
+    pub fn dirty_count(&self) -> usize {
+        self.dirty.len()
+    }
+
     /// True if a block changed since the last [`Self::take_dirty`].
     pub fn is_dirty(&self) -> bool {
         !self.dirty.is_empty()

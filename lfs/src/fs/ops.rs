@@ -125,12 +125,22 @@ impl State {
         Ok(())
     }
 
-    /// Checks and books the space of a name change (after every other
-    /// check, so that an invalid call reports its own error).
+    /// Checks the space of a name change (after every other check, so
+    /// that an invalid call reports its own error). The blocks it dirties
+    /// are counted by [`Self::dir_edit`].
     fn reserve_dir_change(&mut self) -> Result<()> {
-        self.need_space(DIR_CHANGE_BLOCKS)?;
-        self.dirty_blocks += DIR_CHANGE_BLOCKS;
-        Ok(())
+        self.need_space(DIR_CHANGE_BLOCKS)
+    }
+
+    /// Applies `f` to directory `ino` and counts the directory blocks it
+    /// newly dirtied as space the next checkpoint needs.
+    fn dir_edit<T>(&mut self, ino: u64, f: impl FnOnce(&mut Directory) -> T) -> Result<T> {
+        let d = self.dir(ino)?;
+        let before = d.dirty_count();
+        let r = f(d);
+        let after = d.dirty_count();
+        self.dirty_blocks += after.saturating_sub(before) as u64;
+        Ok(r)
     }
 
     /// Attributes of `ino`.
@@ -257,8 +267,7 @@ impl State {
                 xattr_dirty: false,
             },
         );
-        self.dir(parent)?.insert(name, ino, kind)?;
-        self.dirty_blocks += 1;
+        self.dir_edit(parent, |d| d.insert(name, ino, kind))??;
         let mut p = self.inode(parent)?;
         if kind == FileType::Directory {
             p.nlink += 1;
@@ -384,7 +393,7 @@ impl State {
         if kind == FileType::Directory {
             return Err(Error::IsDir);
         }
-        self.dir(parent)?.remove(name);
+        self.dir_edit(parent, |d| d.remove(name))?;
         let t = now();
         self.touch_dir(parent, 0, t)?;
         self.drop_link(ino, t)
@@ -406,7 +415,7 @@ impl State {
         if !self.dir(ino)?.is_empty() {
             return Err(Error::NotEmpty);
         }
-        self.dir(parent)?.remove(name);
+        self.dir_edit(parent, |d| d.remove(name))?;
         let t = now();
         self.touch_dir(parent, -1, t)?;
         self.free_inode(ino)
@@ -425,7 +434,7 @@ impl State {
             return Err(Error::Exists);
         }
         self.reserve_dir_change()?;
-        self.dir(newparent)?.insert(newname, ino, kind)?;
+        self.dir_edit(newparent, |d| d.insert(newname, ino, kind))??;
         let t = now();
         i.nlink += 1;
         set_c(&mut i, t);
@@ -480,8 +489,8 @@ impl State {
                 ));
             }
             self.reserve_dir_change()?;
-            self.dir(p)?.replace(name, dino, dkind);
-            self.dir(np)?.replace(nname, sino, skind);
+            self.dir_edit(p, |d| d.replace(name, dino, dkind))?;
+            self.dir_edit(np, |d| d.replace(nname, sino, skind))?;
             let sdir = i32::from(skind == FileType::Directory);
             let ddir = i32::from(dkind == FileType::Directory);
             if p != np {
@@ -510,7 +519,7 @@ impl State {
                 _ => {}
             }
             self.reserve_dir_change()?;
-            self.dir(np)?.remove(nname);
+            self.dir_edit(np, |d| d.remove(nname))?;
             if dkind == FileType::Directory {
                 self.touch_dir(np, -1, t)?;
             }
@@ -518,8 +527,8 @@ impl State {
         } else {
             self.reserve_dir_change()?;
         }
-        self.dir(p)?.remove(name);
-        self.dir(np)?.insert(nname, sino, skind)?;
+        self.dir_edit(p, |d| d.remove(name))?;
+        self.dir_edit(np, |d| d.insert(nname, sino, skind))??;
         let sdir = i32::from(skind == FileType::Directory);
         if p != np {
             self.reparent(sino, np, t)?;

@@ -136,8 +136,26 @@ pub struct Fsd {
 
 impl Fsd {
     /// Starts `fsd [args] image mountpoint` and waits until it is mounted;
-    /// panics with fsd's log if it exits first or takes too long.
+    /// panics with fsd's log if it exits first or takes too long. Unless
+    /// `args` choose one, the control socket goes beside the mount point
+    /// (`MOUNTPOINT.sock`): tests run in parallel, and the default
+    /// `/run/lfs/<image name>.sock` would collide between their images.
     pub fn start(image: &Path, mountpoint: &Path, args: &[&str]) -> Fsd {
+        let chosen = args
+            .iter()
+            .any(|a| *a == "--socket" || a.starts_with("--socket="));
+        let sock = mountpoint.with_extension("sock");
+        let mut all: Vec<&str> = args.to_vec();
+        if !chosen {
+            all.push("--socket");
+            all.push(sock.to_str().expect("temporary paths are UTF-8"));
+        }
+        Self::start_exactly(image, mountpoint, &all)
+    }
+
+    /// [`Fsd::start`] with exactly `args` (the default socket path unless
+    /// they say otherwise).
+    pub fn start_exactly(image: &Path, mountpoint: &Path, args: &[&str]) -> Fsd {
         require_fuse();
         let log = mountpoint.with_extension(format!(
             "fsd.{}.log",
