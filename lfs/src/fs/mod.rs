@@ -353,8 +353,14 @@ impl Fs {
             let bw = self
                 .timer
                 .bandwidth
-                .load(std::sync::atomic::Ordering::Relaxed)
-                .max(MIN_BANDWIDTH);
+                .load(std::sync::atomic::Ordering::Relaxed);
+            if bw == 0 {
+                // No checkpoint has measured the device yet: pacing by a
+                // guess would only slow a fresh mount down (the dirty
+                // limit still bounds memory).
+                return Ok(());
+            }
+            let bw = bw.max(MIN_BANDWIDTH);
             let over = (dirty - limit / 2) as f64 / (limit / 2).max(1) as f64;
             let delay = Duration::from_secs_f64(len as f64 / bw as f64 * 2.0 * over);
             // One pace for all writers, so that the aggregate rate, not
@@ -586,7 +592,7 @@ const BACKGROUND_FRACTION: u64 = 4;
 /// Checkpoints smaller than this do not update the bandwidth estimate
 /// (their time is mostly the flush).
 const BANDWIDTH_SAMPLE_MIN: u64 = 4 << 20;
-/// Bandwidth assumed before a checkpoint measured one (bytes/s).
+/// Lowest bandwidth pacing assumes (bytes/s), whatever was measured.
 const MIN_BANDWIDTH: u64 = 16 << 20;
 /// Longest sleep of a throttled write in the proportional band.
 const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(50);
