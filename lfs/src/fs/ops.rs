@@ -22,6 +22,9 @@ const S_IFMT: u32 = 0o170000;
 /// Metadata blocks a new inode may add before the next checkpoint: its
 /// inode file block, a directory block, a symlink target or xattr block.
 const NEW_INODE_BLOCKS: u64 = 3;
+/// Metadata blocks a change that frees space may add first (inode block,
+/// directory block, indirect blocks on the cut path).
+const FREEING_CHANGE_BLOCKS: u64 = 4;
 /// Metadata blocks a new name or attribute may add.
 const DIR_CHANGE_BLOCKS: u64 = 2;
 const S_ISUID: u32 = 0o4000;
@@ -141,6 +144,20 @@ impl State {
         let after = d.dirty_count();
         self.dirty_blocks += after.saturating_sub(before) as u64;
         Ok(r)
+    }
+
+    /// [`Self::need_space`] for a change that frees space (unlink, rmdir,
+    /// truncate, punch): it may use half of the cleaning reserve, so that
+    /// a full filesystem can still be emptied, while the other half stays
+    /// for the checkpoints themselves. Without a cleaner, segments holding
+    /// a few live metadata blocks are never reclaimed, so even these are
+    /// refused once that half is used: NoSpace, never a failed checkpoint.
+    fn need_space_freeing(&self, blocks: u64) -> Result<()> {
+        let keep = self.sb.reserved_segments().div_ceil(2);
+        if blocks > self.avail_blocks_keeping(keep) {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
     }
 
     /// Attributes of `ino`.
@@ -393,6 +410,7 @@ impl State {
         if kind == FileType::Directory {
             return Err(Error::IsDir);
         }
+        self.need_space_freeing(FREEING_CHANGE_BLOCKS)?;
         self.dir_edit(parent, |d| d.remove(name))?;
         let t = now();
         self.touch_dir(parent, 0, t)?;
@@ -415,6 +433,7 @@ impl State {
         if !self.dir(ino)?.is_empty() {
             return Err(Error::NotEmpty);
         }
+        self.need_space_freeing(FREEING_CHANGE_BLOCKS)?;
         self.dir_edit(parent, |d| d.remove(name))?;
         let t = now();
         self.touch_dir(parent, -1, t)?;
@@ -587,8 +606,12 @@ impl State {
     pub fn setattr(&mut self, ino: u64, set: &SetAttr) -> Result<Attr> {
         self.writable()?;
         let t = now();
+        self.inode(ino)?;
         if let Some(size) = set.size {
             self.truncate(ino, size)?;
+        } else {
+            // The inode's block is rewritten at the next checkpoint.
+            self.need_space(1)?;
         }
         let mut i = self.inode(ino)?;
         if let Some(m) = set.mode {
@@ -696,8 +719,12 @@ impl State {
 
     /// Free blocks for ordinary writes, net of dirty data not yet placed.
     pub fn avail_blocks(&self) -> u64 {
+        self.avail_blocks_keeping(self.sb.reserved_segments())
+    }
+
+    /// Free blocks net of dirty data, keeping `reserved` segments untouched.
+    fn avail_blocks_keeping(&self, reserved: u64) -> u64 {
         let bps = u64::from(self.sb.blocks_per_segment);
-        let reserved = self.sb.reserved_segments();
         let clean = self.segs.nclean() + self.segs.npending();
         let head_room = self.sb.segment_start(self.head.seg) + bps - self.head.block;
         let free = clean.saturating_sub(reserved) * bps + head_room;
@@ -865,6 +892,7 @@ impl State {
         if size > self.max_bytes() {
             return Err(Error::FileTooLarge);
         }
+        self.need_space_freeing(FREEING_CHANGE_BLOCKS)?;
         let bs = self.bs as u64;
         if size < i.size {
             self.drop_blocks(ino, size.div_ceil(bs), u64::MAX)?;
@@ -896,6 +924,7 @@ impl State {
             if mode & FALLOC_FL_KEEP_SIZE == 0 {
                 return Err(Error::NotSupported);
             }
+            self.need_space_freeing(FREEING_CHANGE_BLOCKS)?;
             let bs = self.bs as u64;
             // Past the end of file there is nothing to keep: a range that
             // reaches EOF covers the rest of the last block too.
@@ -1002,7 +1031,11 @@ impl State {
     /// removexattr(2).
     pub fn removexattr(&mut self, ino: u64, name: &[u8]) -> Result<()> {
         self.writable()?;
-        self.xattrs(ino)?.remove(name).ok_or(Error::NoData)?;
+        if !self.xattrs(ino)?.contains_key(name) {
+            return Err(Error::NoData);
+        }
+        self.need_space(DIR_CHANGE_BLOCKS)?;
+        self.xattrs(ino)?.remove(name);
         let n = self.node(ino)?;
         if !n.xattr_dirty {
             n.xattr_dirty = true;
