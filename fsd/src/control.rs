@@ -320,6 +320,22 @@ impl Service for FsService {
             reclaimable_blocks: d.reclaimable_blocks,
         })
     }
+
+    fn change_cpmode(&self, _: &Peer, _: ChangeCpmode) -> Result<Done, i32> {
+        Err(nix::libc::ENOTTY)
+    }
+
+    fn delete_checkpoint(&self, _: &Peer, _: DeleteCheckpoint) -> Result<Done, i32> {
+        Err(nix::libc::ENOTTY)
+    }
+
+    fn clean_segments(&self, _: &Peer, _: CleanSegments) -> Result<CleanReply, i32> {
+        Err(nix::libc::ENOTTY)
+    }
+
+    fn set_suinfo(&self, _: &Peer, _: SetSuinfo) -> Result<Done, i32> {
+        Err(nix::libc::ENOTTY)
+    }
 }
 
 /// Protocol checkpoint flags from the on-disk ones (lfs(5)).

@@ -124,6 +124,31 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     requests.extend(req(7, &GetSegSummary { segnum: 3 }));
     requests.extend(req(8, &GetStats));
     requests.extend(req(9, &GetDf));
+    requests.extend(req(
+        10,
+        &ChangeCpmode {
+            cno: 4,
+            mode: CPMODE_SNAPSHOT,
+            flags: 0,
+        },
+    ));
+    requests.extend(req(11, &DeleteCheckpoint { cno: 3 }));
+    requests.extend(req(
+        12,
+        &CleanSegments {
+            protection_s: 3600,
+            segments: vec![7, 8],
+        },
+    ));
+    requests.extend(req(
+        13,
+        &SetSuinfo {
+            items: vec![SuUpdate {
+                segnum: 7,
+                last_mod: 1_700_000_000,
+            }],
+        },
+    ));
 
     let mut replies = Vec::new();
     replies.extend(rep::<GetSustat>(
@@ -217,6 +242,20 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
         },
     ));
 
+    replies.extend(rep::<ChangeCpmode>(10, &Done));
+    replies.extend(rep::<DeleteCheckpoint>(11, &Done));
+    replies.extend(rep::<CleanSegments>(
+        12,
+        &CleanReply {
+            blocks_moved: 100,
+            segments_freed: 2,
+            bytes_written: 409_600,
+            checkpoints_deleted: 5,
+            blocks_freed: 900,
+        },
+    ));
+    replies.extend(rep::<SetSuinfo>(13, &Done));
+
     let sustat_reply = rep::<GetSustat>(1, &Sustat::default());
     let suinfo = req(2, &GetSuinfo { start: 0, count: 1 });
     let mut short_sustat = sustat_reply.clone();
@@ -294,8 +333,8 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             frame(Frame::request(0x1234_5678, 1, vec![])),
         ),
         (
-            "bad-code-reserved-clean-segments",
-            frame(Frame::request(codes::CLEAN_SEGMENTS, 1, vec![0; 8])),
+            "bad-code-reserved-freeze",
+            frame(Frame::request(codes::FREEZE, 1, vec![])),
         ),
         ("bad-short-sustat-reply", short_sustat),
         ("bad-trailing-sync", trailing_sync),

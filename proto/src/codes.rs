@@ -14,16 +14,16 @@
 //!
 //! | code | name | dir | nr | size | nilfs |
 //! |---|---|---|---|---|---|
-//! | `0x40104c80` | CHANGE_CPMODE (reserved) | W | 0x80 | 16 | CHANGE_CPMODE |
-//! | `0x40084c81` | DELETE_CHECKPOINT (reserved) | W | 0x81 | 8 | DELETE_CHECKPOINT |
+//! | `0x40104c80` | CHANGE_CPMODE | W | 0x80 | 16 | CHANGE_CPMODE |
+//! | `0x40084c81` | DELETE_CHECKPOINT | W | 0x81 | 8 | DELETE_CHECKPOINT |
 //! | `0xc0104c82` | GET_CPINFO | RW | 0x82 | 16 | GET_CPINFO |
 //! | `0x80004c83` | GET_CPSTAT | R | 0x83 | 0 | GET_CPSTAT |
 //! | `0xc00c4c84` | GET_SUINFO | RW | 0x84 | 12 | GET_SUINFO |
 //! | `0x80004c85` | GET_SUSTAT | R | 0x85 | 0 | GET_SUSTAT |
 //! | `0xc0044c86` | GET_VINFO | RW | 0x86 | 4 | GET_VINFO |
-//! | `0xc0084c88` | CLEAN_SEGMENTS (reserved) | RW | 0x88 | 8 | CLEAN_SEGMENTS |
+//! | `0xc0084c88` | CLEAN_SEGMENTS | RW | 0x88 | 8 | CLEAN_SEGMENTS |
 //! | `0xc0044c8a` | SYNC | RW | 0x8a | 4 | SYNC |
-//! | `0x40044c8d` | SET_SUINFO (reserved) | W | 0x8d | 4 | SET_SUINFO |
+//! | `0x40044c8d` | SET_SUINFO | W | 0x8d | 4 | SET_SUINFO |
 //! | `0xc0084c90` | GET_SEG_SUMMARY | RW | 0x90 | 8 | - |
 //! | `0x80004c91` | GET_STATS | R | 0x91 | 0 | - |
 //! | `0x80004c92` | GET_DF | R | 0x92 | 0 | - |
@@ -31,11 +31,7 @@
 //! | `0x00004c94` | THAW (reserved) | none | 0x94 | 0 | (FITHAW) |
 //!
 //! Reserved codes are not served yet: the daemon answers them ENOTTY like
-//! any unknown code. Their fixed parts are reserved with them:
-//! CHANGE_CPMODE `u64 cno, u32 mode (0 checkpoint, 1 snapshot), u32 0`;
-//! DELETE_CHECKPOINT `u64 cno`; SET_SUINFO `u32 count` of records;
-//! CLEAN_SEGMENTS `u32 flags, u32 count` of segments, the rest defined by
-//! the cleaning work; FREEZE and THAW carry nothing.
+//! any unknown code. FREEZE and THAW will carry nothing.
 
 /// The ioctl type byte of every lfs request.
 pub const IOC_TYPE: u8 = b'L';
@@ -76,15 +72,16 @@ pub const GET_STATS: u32 = code!(read, 0x91, 0);
 /// Space accounting: `msg::GetDf`.
 pub const GET_DF: u32 = code!(read, 0x92, 0);
 
-/// Reserved: clean segments [nilfs CLEAN_SEGMENTS] (the cleaning work).
-/// Mutating.
+/// Clean segments [nilfs CLEAN_SEGMENTS]: `msg::CleanSegments`. Mutating.
 pub const CLEAN_SEGMENTS: u32 = code!(readwrite, 0x88, 8);
-/// Reserved: turn a checkpoint into a snapshot or back [nilfs
-/// CHANGE_CPMODE]. Mutating.
+/// Turn a checkpoint into a snapshot or back [nilfs CHANGE_CPMODE]:
+/// `msg::ChangeCpmode`. Mutating.
 pub const CHANGE_CPMODE: u32 = code!(write, 0x80, 16);
-/// Reserved: delete a checkpoint [nilfs DELETE_CHECKPOINT]. Mutating.
+/// Delete a checkpoint [nilfs DELETE_CHECKPOINT]: `msg::DeleteCheckpoint`.
+/// Mutating.
 pub const DELETE_CHECKPOINT: u32 = code!(write, 0x81, 8);
-/// Reserved: set segment usage [nilfs SET_SUINFO]. Mutating.
+/// Set segments' last-modified time [nilfs SET_SUINFO]: `msg::SetSuinfo`.
+/// Mutating.
 pub const SET_SUINFO: u32 = code!(write, 0x8d, 4);
 /// Reserved: suspend writes, with everything durable. Mutating.
 pub const FREEZE: u32 = code!(none, 0x93);
@@ -126,10 +123,10 @@ pub const ALL: &[CodeInfo] = &[
     info(GET_SEG_SUMMARY, "GET_SEG_SUMMARY", false, true),
     info(GET_STATS, "GET_STATS", false, true),
     info(GET_DF, "GET_DF", false, true),
-    info(CLEAN_SEGMENTS, "CLEAN_SEGMENTS", true, false),
-    info(CHANGE_CPMODE, "CHANGE_CPMODE", true, false),
-    info(DELETE_CHECKPOINT, "DELETE_CHECKPOINT", true, false),
-    info(SET_SUINFO, "SET_SUINFO", true, false),
+    info(CLEAN_SEGMENTS, "CLEAN_SEGMENTS", true, true),
+    info(CHANGE_CPMODE, "CHANGE_CPMODE", true, true),
+    info(DELETE_CHECKPOINT, "DELETE_CHECKPOINT", true, true),
+    info(SET_SUINFO, "SET_SUINFO", true, true),
     info(FREEZE, "FREEZE", true, false),
     info(THAW, "THAW", true, false),
 ];
@@ -202,6 +199,16 @@ mod tests {
         );
         assert_eq!(size(GET_STATS), GetStats.encode().len());
         assert_eq!(size(GET_DF), GetDf.encode().len());
+        assert_eq!(size(CHANGE_CPMODE), ChangeCpmode::default().encode().len());
+        assert_eq!(
+            size(DELETE_CHECKPOINT),
+            DeleteCheckpoint::default().encode().len()
+        );
+        assert_eq!(
+            size(CLEAN_SEGMENTS),
+            CleanSegments::default().encode().len()
+        );
+        assert_eq!(size(SET_SUINFO), SetSuinfo::default().encode().len());
     }
 
     #[test]
@@ -216,6 +223,10 @@ mod tests {
         assert_eq!(GetSegSummary::CODE, GET_SEG_SUMMARY);
         assert_eq!(GetStats::CODE, GET_STATS);
         assert_eq!(GetDf::CODE, GET_DF);
+        assert_eq!(ChangeCpmode::CODE, CHANGE_CPMODE);
+        assert_eq!(DeleteCheckpoint::CODE, DELETE_CHECKPOINT);
+        assert_eq!(CleanSegments::CODE, CLEAN_SEGMENTS);
+        assert_eq!(SetSuinfo::CODE, SET_SUINFO);
     }
 
     #[test]
@@ -237,13 +248,22 @@ mod tests {
     }
 
     #[test]
-    fn only_sync_is_served_and_mutating() {
+    fn the_served_mutating_codes() {
         let served_mutating: Vec<&str> = ALL
             .iter()
             .filter(|i| i.served && i.mutating)
             .map(|i| i.name)
             .collect();
-        assert_eq!(served_mutating, ["SYNC"]);
+        assert_eq!(
+            served_mutating,
+            [
+                "SYNC",
+                "CLEAN_SEGMENTS",
+                "CHANGE_CPMODE",
+                "DELETE_CHECKPOINT",
+                "SET_SUINFO"
+            ]
+        );
         assert!(ALL.iter().filter(|i| !i.served).all(|i| i.mutating));
     }
 }

@@ -64,9 +64,13 @@
 //! | GET_SEG_SUMMARY | [`GetSegSummary`](msg::GetSegSummary) (8) | [`SegSummary`](msg::SegSummary) |
 //! | GET_STATS | [`GetStats`](msg::GetStats) (0) | [`Stats`](msg::Stats) |
 //! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (60) |
+//! | CHANGE_CPMODE | [`ChangeCpmode`](msg::ChangeCpmode) (16) | [`Done`](msg::Done) (0) |
+//! | DELETE_CHECKPOINT | [`DeleteCheckpoint`](msg::DeleteCheckpoint) (8) | [`Done`](msg::Done) (0) |
+//! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (8 + 8 n) | [`CleanReply`](msg::CleanReply) (40) |
+//! | SET_SUINFO | [`SetSuinfo`](msg::SetSuinfo) (4 + 16 n) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of
-//! [`msg::segments`], [`msg::checkpoints`] and [`msg::stats`].
+//! [`msg::segments`], [`msg::checkpoints`], [`msg::stats`] and [`msg::admin`].
 //!
 //! # Versioning
 //!

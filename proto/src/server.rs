@@ -31,9 +31,9 @@ use nix::sys::socket::{getsockopt, sockopt};
 use crate::codes::{self, info_of};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD};
 use crate::msg::{
-    CpinfoList, Cpstat, Df, GetCpinfo, GetCpstat, GetDf, GetSegSummary, GetStats, GetSuinfo,
-    GetSustat, GetVinfo, Message, Request, SegSummary, Stats, SuinfoList, Sustat, Sync, SyncReply,
-    VinfoList,
+    ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, Done,
+    GetCpinfo, GetCpstat, GetDf, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message,
+    Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat, Sync, SyncReply, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -92,6 +92,14 @@ pub trait Service {
     fn get_stats(&self, peer: &Peer, req: GetStats) -> Result<Stats, i32>;
     /// GET_DF.
     fn get_df(&self, peer: &Peer, req: GetDf) -> Result<Df, i32>;
+    /// CHANGE_CPMODE (mutating).
+    fn change_cpmode(&self, peer: &Peer, req: ChangeCpmode) -> Result<Done, i32>;
+    /// DELETE_CHECKPOINT (mutating).
+    fn delete_checkpoint(&self, peer: &Peer, req: DeleteCheckpoint) -> Result<Done, i32>;
+    /// CLEAN_SEGMENTS (mutating).
+    fn clean_segments(&self, peer: &Peer, req: CleanSegments) -> Result<CleanReply, i32>;
+    /// SET_SUINFO (mutating).
+    fn set_suinfo(&self, peer: &Peer, req: SetSuinfo) -> Result<Done, i32>;
 }
 
 fn typed<R: Request>(
@@ -120,6 +128,10 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::GET_SEG_SUMMARY => typed(payload, |r| service.get_seg_summary(peer, r)),
         codes::GET_STATS => typed(payload, |r| service.get_stats(peer, r)),
         codes::GET_DF => typed(payload, |r| service.get_df(peer, r)),
+        codes::CHANGE_CPMODE => typed(payload, |r| service.change_cpmode(peer, r)),
+        codes::DELETE_CHECKPOINT => typed(payload, |r| service.delete_checkpoint(peer, r)),
+        codes::CLEAN_SEGMENTS => typed(payload, |r| service.clean_segments(peer, r)),
+        codes::SET_SUINFO => typed(payload, |r| service.set_suinfo(peer, r)),
         _ => Err(Errno::ENOTTY as i32),
     }
 }

@@ -19,8 +19,8 @@
 use crate::codes;
 use crate::frame::{decode_frame, Frame, FrameError, Kind};
 use crate::msg::{
-    DecodeError, GetCpinfo, GetCpstat, GetDf, GetSegSummary, GetStats, GetSuinfo, GetSustat,
-    GetVinfo, Message, Request, Sync,
+    ChangeCpmode, CleanSegments, DecodeError, DeleteCheckpoint, GetCpinfo, GetCpstat, GetDf,
+    GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message, Request, SetSuinfo, Sync,
 };
 
 /// What the target rejected.
@@ -115,6 +115,10 @@ pub fn payload(frame: &Frame) -> Result<(), TargetError> {
         codes::GET_SEG_SUMMARY => payload_of::<GetSegSummary>(frame),
         codes::GET_STATS => payload_of::<GetStats>(frame),
         codes::GET_DF => payload_of::<GetDf>(frame),
+        codes::CHANGE_CPMODE => payload_of::<ChangeCpmode>(frame),
+        codes::DELETE_CHECKPOINT => payload_of::<DeleteCheckpoint>(frame),
+        codes::CLEAN_SEGMENTS => payload_of::<CleanSegments>(frame),
+        codes::SET_SUINFO => payload_of::<SetSuinfo>(frame),
         other => Err(TargetError::UnknownCode(other)),
     }
 }
@@ -168,12 +172,10 @@ mod tests {
 
     #[test]
     fn reserved_codes_are_unknown() {
-        let f = Frame::request(codes::CLEAN_SEGMENTS, 1, vec![])
-            .encode()
-            .unwrap();
+        let f = Frame::request(codes::FREEZE, 1, vec![]).encode().unwrap();
         assert!(matches!(
             proto_frame(&f),
-            Err(TargetError::UnknownCode(c)) if c == codes::CLEAN_SEGMENTS
+            Err(TargetError::UnknownCode(c)) if c == codes::FREEZE
         ));
     }
 }

@@ -111,6 +111,33 @@ impl Service for Dummy {
             reclaimable_blocks: 42,
         })
     }
+    fn change_cpmode(&self, _: &Peer, r: ChangeCpmode) -> Result<Done, i32> {
+        if r.cno == 0 {
+            return Err(ENOENT);
+        }
+        Ok(Done)
+    }
+    fn delete_checkpoint(&self, _: &Peer, r: DeleteCheckpoint) -> Result<Done, i32> {
+        if r.cno == 0 {
+            return Err(ENOENT);
+        }
+        Ok(Done)
+    }
+    fn clean_segments(&self, _: &Peer, r: CleanSegments) -> Result<CleanReply, i32> {
+        Ok(CleanReply {
+            blocks_moved: r.segments.iter().sum(),
+            segments_freed: r.segments.len() as u64,
+            bytes_written: u64::from(r.protection_s),
+            checkpoints_deleted: 0,
+            blocks_freed: 0,
+        })
+    }
+    fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
+        if r.items.iter().any(|u| u.segnum >= 1000) {
+            return Err(EINVAL);
+        }
+        Ok(Done)
+    }
 }
 
 impl Handler for Dummy {
@@ -331,6 +358,33 @@ fn every_request_round_trips() {
     );
     assert_eq!(c.call(&GetStats).unwrap(), stats());
     assert_eq!(c.call(&GetDf).unwrap().reclaimable_blocks, 42);
+    let cp = ChangeCpmode {
+        cno: 3,
+        mode: CPMODE_SNAPSHOT,
+        flags: 0,
+    };
+    assert_eq!(c.call(&cp).unwrap(), Done);
+    assert_eq!(
+        c.call(&DeleteCheckpoint { cno: 0 }).unwrap_err().errno(),
+        Some(ENOENT)
+    );
+    let r = c
+        .call(&CleanSegments {
+            protection_s: 60,
+            segments: vec![4, 5],
+        })
+        .unwrap();
+    assert_eq!(
+        (r.blocks_moved, r.segments_freed, r.bytes_written),
+        (9, 2, 60)
+    );
+    let u = SetSuinfo {
+        items: vec![SuUpdate {
+            segnum: 1000,
+            last_mod: 1,
+        }],
+    };
+    assert_eq!(c.call(&u).unwrap_err().errno(), Some(EINVAL));
 }
 
 #[test]

@@ -22,13 +22,19 @@
 //!
 //! The messages, grouped by what they describe:
 //! [`segments`] (GET_SUSTAT, GET_SUINFO, GET_VINFO, GET_SEG_SUMMARY),
-//! [`checkpoints`] (GET_CPSTAT, GET_CPINFO, SYNC) and [`stats`] (GET_STATS,
-//! GET_DF).
+//! [`checkpoints`] (GET_CPSTAT, GET_CPINFO, SYNC), [`stats`] (GET_STATS,
+//! GET_DF) and [`admin`] (CHANGE_CPMODE, DELETE_CHECKPOINT, CLEAN_SEGMENTS,
+//! SET_SUINFO).
 
+pub mod admin;
 pub mod checkpoints;
 pub mod segments;
 pub mod stats;
 
+pub use admin::{
+    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, SetSuinfo, SuUpdate,
+    CPMODE_CHECKPOINT, CPMODE_SNAPSHOT,
+};
 pub use checkpoints::{
     Cpinfo, CpinfoList, Cpstat, GetCpinfo, GetCpstat, Sync, SyncReply, CPINFO_FLAGS_KNOWN,
     CPINFO_MINOR, CPINFO_SNAPSHOT, GET_CPINFO_FLAGS_KNOWN, GET_CPINFO_SNAPSHOTS_ONLY,

@@ -1,0 +1,364 @@
+//! Requests that change checkpoints and segments: CHANGE_CPMODE,
+//! DELETE_CHECKPOINT, CLEAN_SEGMENTS and SET_SUINFO.
+//!
+//! Byte layouts (offsets in bytes, little-endian, records packed):
+//!
+//! ```text
+//! ChangeCpmode     (request, 16 bytes)
+//!    0 u64 cno   8 u32 mode (0 checkpoint, 1 snapshot)   12 u32 flags (0)
+//! DeleteCheckpoint (request, 8 bytes)
+//!    0 u64 cno
+//! Done             (reply to both, and to SetSuinfo, 0 bytes)   empty
+//!
+//! CleanSegments    (request, 8 + 8 n bytes)
+//!    0 u32 protection_s   4 u32 n (at most 1024), then n u64 segment numbers
+//! CleanReply       (reply, 40 bytes)
+//!    0 u64 blocks_moved   8 u64 segments_freed   16 u64 bytes_written
+//!   24 u64 checkpoints_deleted   32 u64 blocks_freed
+//!
+//! SetSuinfo        (request, 4 + 16 n bytes)
+//!    0 u32 n (at most 4096), then n SuUpdate:
+//!      0 u64 segnum   8 u64 last_mod (seconds since the Unix epoch)
+//! ```
+
+use super::{message, request, DecodeError, Reader, Record, Writer};
+use crate::codes;
+
+/// [`ChangeCpmode::mode`]: a plain checkpoint (reclaimable by cleaning).
+pub const CPMODE_CHECKPOINT: u32 = 0;
+/// [`ChangeCpmode::mode`]: a snapshot (kept, with its blocks, until turned
+/// back into a checkpoint).
+pub const CPMODE_SNAPSHOT: u32 = 1;
+
+/// Turns checkpoint `cno` into a snapshot or back [nilfs CHANGE_CPMODE].
+/// Changes the filesystem: root or the owner only. ENOENT if there is no
+/// such checkpoint, EBUSY if it is a snapshot mounted read-only and would
+/// stop being one, EINVAL for an unknown mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChangeCpmode {
+    /// The checkpoint.
+    pub cno: u64,
+    /// `CPMODE_*`.
+    pub mode: u32,
+    /// Must be 0.
+    pub flags: u32,
+}
+
+/// Deletes checkpoint `cno` [nilfs DELETE_CHECKPOINT]; the blocks only it
+/// kept become free. ENOENT if there is no such checkpoint, EBUSY for a
+/// snapshot (turn it into a checkpoint first), a mounted checkpoint or the
+/// latest one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeleteCheckpoint {
+    /// The checkpoint.
+    pub cno: u64,
+}
+
+/// Empty reply: the request was carried out.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Done;
+
+/// Cleans `segments` [nilfs CLEAN_SEGMENTS].
+///
+/// First every plain checkpoint created more than `protection_s` seconds
+/// ago is deleted (never a snapshot, a mounted checkpoint or the latest
+/// one), so the blocks only those checkpoints kept are dead. Then the live
+/// blocks of each segment are copied to the cold log and the segments
+/// become clean at the next checkpoint, which the request writes before it
+/// replies. EINVAL for a segment out of range, EBUSY if a cleaning is
+/// already running, EAGAIN for a segment that is a log head, clean or
+/// written after the last checkpoint (recovery may need it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CleanSegments {
+    /// Checkpoints younger than this (seconds) are kept.
+    pub protection_s: u32,
+    /// Segments to clean, at most [`CleanSegments::MAX_SEGMENTS`].
+    pub segments: Vec<u64>,
+}
+
+impl CleanSegments {
+    /// Most segments one request may name.
+    pub const MAX_SEGMENTS: usize = 1024;
+}
+
+/// Reply to [`CleanSegments`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanReply {
+    /// Live blocks copied to the cold log.
+    pub blocks_moved: u64,
+    /// Segments the pass made clean (reusable once the superblock that
+    /// follows its checkpoint is durable).
+    pub segments_freed: u64,
+    /// Bytes the pass wrote (copied blocks and their metadata).
+    pub bytes_written: u64,
+    /// Checkpoints deleted because they were older than the protection
+    /// period.
+    pub checkpoints_deleted: u64,
+    /// Blocks that became free because no checkpoint kept them any more.
+    pub blocks_freed: u64,
+}
+
+/// One segment's new usage for [`SetSuinfo`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SuUpdate {
+    /// Segment number.
+    pub segnum: u64,
+    /// New last-modified time, seconds since the Unix epoch.
+    pub last_mod: u64,
+}
+
+impl SuUpdate {
+    /// Encoded size.
+    pub const SIZE: usize = 16;
+}
+
+/// Sets the last-modified time of segments [nilfs SET_SUINFO]: a cleaner
+/// defers a segment it chose not to clean yet by making it look young.
+/// EINVAL for a segment out of range.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SetSuinfo {
+    /// The updates, at most [`SetSuinfo::MAX_ITEMS`].
+    pub items: Vec<SuUpdate>,
+}
+
+impl SetSuinfo {
+    /// Most updates in one request.
+    pub const MAX_ITEMS: usize = 4096;
+}
+
+impl Record for ChangeCpmode {
+    const WHAT: &'static str = "ChangeCpmode";
+    const MIN_SIZE: usize = 16;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.cno);
+        w.u32(self.mode);
+        w.u32(self.flags);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let cno = r.u64("cno")?;
+        let mode = r.u32("mode")?;
+        if mode > CPMODE_SNAPSHOT {
+            return Err(r.invalid("mode", u64::from(mode)));
+        }
+        let flags = r.flags("flags", 0)?;
+        Ok(ChangeCpmode { cno, mode, flags })
+    }
+}
+
+impl Record for DeleteCheckpoint {
+    const WHAT: &'static str = "DeleteCheckpoint";
+    const MIN_SIZE: usize = 8;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.cno);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(DeleteCheckpoint { cno: r.u64("cno")? })
+    }
+}
+
+impl Record for Done {
+    const WHAT: &'static str = "Done";
+    const MIN_SIZE: usize = 0;
+    fn put(&self, _: &mut Writer) {}
+    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(Done)
+    }
+}
+
+impl Record for CleanSegments {
+    const WHAT: &'static str = "CleanSegments";
+    const MIN_SIZE: usize = 8;
+    fn put(&self, w: &mut Writer) {
+        w.u32(self.protection_s);
+        w.list(&self.segments);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CleanSegments {
+            protection_s: r.u32("protection_s")?,
+            segments: r.list("segments", CleanSegments::MAX_SEGMENTS)?,
+        })
+    }
+}
+
+impl Record for CleanReply {
+    const WHAT: &'static str = "CleanReply";
+    const MIN_SIZE: usize = 40;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.blocks_moved);
+        w.u64(self.segments_freed);
+        w.u64(self.bytes_written);
+        w.u64(self.checkpoints_deleted);
+        w.u64(self.blocks_freed);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(CleanReply {
+            blocks_moved: r.u64("blocks_moved")?,
+            segments_freed: r.u64("segments_freed")?,
+            bytes_written: r.u64("bytes_written")?,
+            checkpoints_deleted: r.u64("checkpoints_deleted")?,
+            blocks_freed: r.u64("blocks_freed")?,
+        })
+    }
+}
+
+impl Record for SuUpdate {
+    const WHAT: &'static str = "SuUpdate";
+    const MIN_SIZE: usize = SuUpdate::SIZE;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.segnum);
+        w.u64(self.last_mod);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SuUpdate {
+            segnum: r.u64("segnum")?,
+            last_mod: r.u64("last_mod")?,
+        })
+    }
+}
+
+impl Record for SetSuinfo {
+    const WHAT: &'static str = "SetSuinfo";
+    const MIN_SIZE: usize = 4;
+    fn put(&self, w: &mut Writer) {
+        w.list(&self.items);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(SetSuinfo {
+            items: r.list("items", SetSuinfo::MAX_ITEMS)?,
+        })
+    }
+}
+
+message!(
+    ChangeCpmode,
+    DeleteCheckpoint,
+    Done,
+    CleanSegments,
+    CleanReply,
+    SetSuinfo
+);
+request! {
+    ChangeCpmode => codes::CHANGE_CPMODE, Done;
+    DeleteCheckpoint => codes::DELETE_CHECKPOINT, Done;
+    CleanSegments => codes::CLEAN_SEGMENTS, CleanReply;
+    SetSuinfo => codes::SET_SUINFO, Done;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::testing::{canonical, golden, round_trip};
+    use crate::msg::{DecodeError, Message};
+    use proptest::prelude::*;
+
+    #[test]
+    fn cpmode_and_delete_golden() {
+        golden(
+            &ChangeCpmode {
+                cno: 0x0102,
+                mode: CPMODE_SNAPSHOT,
+                flags: 0,
+            },
+            "0201000000000000 01000000 00000000",
+        );
+        golden(&DeleteCheckpoint { cno: 7 }, "0700000000000000");
+        golden(&Done, "");
+    }
+
+    #[test]
+    fn cpmode_rejects_unknown_modes_and_flags() {
+        let mut p = ChangeCpmode::default().encode();
+        p[8] = 2;
+        assert!(matches!(
+            ChangeCpmode::decode(&p),
+            Err(DecodeError::InvalidField { field: "mode", .. })
+        ));
+        let mut p = ChangeCpmode::default().encode();
+        p[12] = 1;
+        assert!(matches!(
+            ChangeCpmode::decode(&p),
+            Err(DecodeError::InvalidField { field: "flags", .. })
+        ));
+    }
+
+    #[test]
+    fn clean_golden_and_bounds() {
+        golden(
+            &CleanSegments {
+                protection_s: 3600,
+                segments: vec![5, 0x0102],
+            },
+            "100e0000 02000000 0500000000000000 0201000000000000",
+        );
+        golden(
+            &CleanReply {
+                blocks_moved: 1,
+                segments_freed: 2,
+                bytes_written: 3,
+                checkpoints_deleted: 4,
+                blocks_freed: 5,
+            },
+            "0100000000000000 0200000000000000 0300000000000000
+             0400000000000000 0500000000000000",
+        );
+        let mut p = 0u32.to_le_bytes().to_vec();
+        p.extend_from_slice(&(CleanSegments::MAX_SEGMENTS as u32 + 1).to_le_bytes());
+        p.resize(8 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
+        assert!(matches!(
+            CleanSegments::decode(&p),
+            Err(DecodeError::BadCount { .. })
+        ));
+    }
+
+    #[test]
+    fn set_suinfo_golden() {
+        golden(
+            &SetSuinfo {
+                items: vec![SuUpdate {
+                    segnum: 3,
+                    last_mod: 0x10,
+                }],
+            },
+            "01000000 0300000000000000 1000000000000000",
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips(
+            cno in any::<u64>(),
+            snapshot in any::<bool>(),
+            protection_s in any::<u32>(),
+            segments in proptest::collection::vec(any::<u64>(), 0..64),
+            reply in any::<[u64; 5]>(),
+            updates in proptest::collection::vec(any::<(u64, u64)>(), 0..64),
+        ) {
+            round_trip(&ChangeCpmode { cno, mode: u32::from(snapshot), flags: 0 })?;
+            round_trip(&DeleteCheckpoint { cno })?;
+            round_trip(&CleanSegments { protection_s, segments })?;
+            round_trip(&CleanReply {
+                blocks_moved: reply[0],
+                segments_freed: reply[1],
+                bytes_written: reply[2],
+                checkpoints_deleted: reply[3],
+                blocks_freed: reply[4],
+            })?;
+            round_trip(&SetSuinfo {
+                items: updates
+                    .into_iter()
+                    .map(|(segnum, last_mod)| SuUpdate { segnum, last_mod })
+                    .collect(),
+            })?;
+        }
+
+        #[test]
+        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+            canonical::<ChangeCpmode>(&bytes)?;
+            canonical::<DeleteCheckpoint>(&bytes)?;
+            canonical::<Done>(&bytes)?;
+            canonical::<CleanSegments>(&bytes)?;
+            canonical::<CleanReply>(&bytes)?;
+            canonical::<SetSuinfo>(&bytes)?;
+        }
+    }
+}
