@@ -101,13 +101,33 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
-    /// Write a checkpoint of a mounted filesystem now.
+    /// Write a checkpoint of a mounted filesystem now (a snapshot with -s).
     Mkcp {
+        /// Make it a snapshot, kept until `chcp cp` turns it back.
+        #[arg(short = 's', long)]
+        snapshot: bool,
         /// Print the new checkpoint's number.
         #[arg(short = 'p', long)]
         print: bool,
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
+    },
+    /// Turn checkpoints into snapshots (ss) or snapshots back into plain checkpoints (cp).
+    Chcp {
+        /// cp (plain checkpoint, reclaimable by cleaning) or ss (snapshot, kept).
+        #[arg(value_name = "MODE")]
+        mode: String,
+        /// [TARGET] CNO...: an optional mount point, path inside it, control socket or
+        /// device, then checkpoint numbers.
+        #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
+        args: Vec<String>,
+    },
+    /// Delete checkpoints (numbers or ranges A..B, A..); snapshots must be made cp first.
+    Rmcp {
+        /// [TARGET] CNO|A..B...: an optional mount point, path inside it, control socket or
+        /// device, then checkpoint numbers or ranges.
+        #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
+        args: Vec<String>,
     },
     /// Show where the space of a mounted filesystem went.
     Df {
@@ -180,7 +200,13 @@ fn main() -> ExitCode {
             *lines,
             *json,
         ),
-        Command::Mkcp { print, target } => cmd::online::mkcp(target.as_deref(), *print),
+        Command::Mkcp {
+            snapshot,
+            print,
+            target,
+        } => cmd::checkpoints::mkcp(target.as_deref(), *snapshot, *print),
+        Command::Chcp { mode, args } => cmd::checkpoints::chcp(mode, args),
+        Command::Rmcp { args } => cmd::checkpoints::rmcp(args),
         Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
         Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
         Command::Dumpseg {

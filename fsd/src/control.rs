@@ -231,7 +231,7 @@ impl Service for FsService {
 
     fn sync(&self, _: &Peer, r: Sync) -> Result<SyncReply, i32> {
         let cno = if r.flags & SYNC_FORCE_CHECKPOINT != 0 {
-            self.fs.make_checkpoint()
+            self.fs.make_checkpoint(false)
         } else {
             self.fs.sync().map(|()| self.fs.cpstat().0)
         }
@@ -321,20 +321,38 @@ impl Service for FsService {
         })
     }
 
-    fn change_cpmode(&self, _: &Peer, _: ChangeCpmode) -> Result<Done, i32> {
-        Err(nix::libc::ENOTTY)
+    fn change_cpmode(&self, _: &Peer, r: ChangeCpmode) -> Result<Done, i32> {
+        self.fs
+            .change_cpmode(r.cno, r.mode == CPMODE_SNAPSHOT)
+            .map_err(|e| errno(&e))?;
+        info!(
+            "checkpoint {} is now a {}",
+            r.cno,
+            if r.mode == CPMODE_SNAPSHOT {
+                "snapshot"
+            } else {
+                "plain checkpoint"
+            }
+        );
+        Ok(Done)
     }
 
-    fn delete_checkpoint(&self, _: &Peer, _: DeleteCheckpoint) -> Result<Done, i32> {
-        Err(nix::libc::ENOTTY)
+    fn delete_checkpoint(&self, _: &Peer, r: DeleteCheckpoint) -> Result<Done, i32> {
+        let freed = self.fs.delete_checkpoint(r.cno).map_err(|e| errno(&e))?;
+        info!("deleted checkpoint {} ({freed} blocks freed)", r.cno);
+        Ok(Done)
     }
 
     fn clean_segments(&self, _: &Peer, _: CleanSegments) -> Result<CleanReply, i32> {
         Err(nix::libc::ENOTTY)
     }
 
-    fn set_suinfo(&self, _: &Peer, _: SetSuinfo) -> Result<Done, i32> {
-        Err(nix::libc::ENOTTY)
+    fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
+        let updates: Vec<(u64, u64)> = r.items.iter().map(|u| (u.segnum, u.last_mod)).collect();
+        self.fs
+            .set_segment_mtimes(&updates)
+            .map_err(|e| errno(&e))?;
+        Ok(Done)
     }
 }
 

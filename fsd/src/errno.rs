@@ -45,6 +45,8 @@ impl Errno {
             // cannot change the filesystem.
             E::Unsupported(_) => Nix::EROFS,
             E::InvalidArgument(_) | E::DeviceTooSmall { .. } => Nix::EINVAL,
+            E::Busy(_) => Nix::EBUSY,
+            E::Again(_) => Nix::EAGAIN,
             _ => Nix::EIO,
         })
     }
@@ -73,6 +75,8 @@ impl Errno {
                 | E::Unsupported(_)
                 | E::InvalidArgument(_)
                 | E::DeviceTooSmall { .. }
+                | E::Busy(_)
+                | E::Again(_)
         )
     }
 
@@ -137,6 +141,8 @@ mod tests {
             (E::NotSupported, Nix::EOPNOTSUPP),
             (E::TooBig, Nix::E2BIG),
             (E::NoSpace, Nix::ENOSPC),
+            (E::Busy(String::new()), Nix::EBUSY),
+            (E::Again(String::new()), Nix::EAGAIN),
             (E::io("reading", io()), Nix::EIO),
             (
                 E::Corrupted {

@@ -91,6 +91,12 @@ pub enum Error {
     /// An argument was out of range or inconsistent.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// The object is in use (a mounted snapshot, a cleaning in progress).
+    #[error("busy: {0}")]
+    Busy(String),
+    /// Not possible now, but may be later (a segment being written).
+    #[error("try again: {0}")]
+    Again(String),
 }
 
 impl Error {

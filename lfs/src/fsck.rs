@@ -10,7 +10,10 @@
 //! * every virtual block in a block map is allocated in the DAT, points
 //!   into the data area, and is referenced once; every allocated virtual
 //!   block is referenced (no leaks);
-//! * each segment's live count equals the blocks found pointing into it;
+//! * every retired DAT entry (a block only older checkpoints see) is seen
+//!   by a valid checkpoint;
+//! * each segment's live count equals the blocks found pointing into it
+//!   (from the current tree and from retired entries);
 //!   segments in the clean pool hold no live block;
 //! * no inode in use is unreachable; no block lies beyond its file's size.
 
@@ -223,10 +226,40 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
         }
     }
 
+    // Blocks only older checkpoints see: each is seen by a valid one, and
+    // is live in its segment.
+    let retired: Vec<(u64, crate::format::DatEntry)> = st.dat.iter_retired().collect();
+    let mut unkept = 0;
+    for &(v, e) in &retired {
+        if !st.history.keeps(e.start_cno, e.end_cno) {
+            unkept += 1;
+            if unkept == 1 {
+                r.errors.push(format!(
+                    "virtual block {v} (checkpoints {} to {}) is kept by no valid checkpoint",
+                    e.start_cno,
+                    e.end_cno - 1
+                ));
+            }
+        }
+        count_phys(
+            &st,
+            &mut live,
+            &mut r,
+            e.phys,
+            &format!("virtual block {v}"),
+        );
+    }
+    if unkept > 1 {
+        r.errors.push(format!(
+            "{unkept} retired blocks in all are kept by no valid checkpoint"
+        ));
+    }
+
     // Leaked virtual blocks.
     let leaked: Vec<u64> = st
         .dat
         .iter_used()
+        .filter(|(_, e)| e.end_cno == crate::format::CNO_LIVE)
         .map(|(v, _)| v)
         .filter(|v| !vrefs.contains(v))
         .collect();
@@ -284,10 +317,18 @@ fn check_virtual(
             .push(format!("{what}: virtual block {v} is referenced twice"));
         return;
     }
-    let p = st.dat.phys(v);
+    let e = st.dat.entry(v);
+    let p = e.phys;
     if p == 0 {
         r.errors.push(format!(
             "{what}: virtual block {v} is not allocated in the DAT"
+        ));
+        return;
+    }
+    if e.end_cno != crate::format::CNO_LIVE {
+        r.errors.push(format!(
+            "{what}: virtual block {v} is in use but the DAT retired it at checkpoint {}",
+            e.end_cno
         ));
         return;
     }

@@ -77,13 +77,18 @@ fn overwrite_truncate_unlink_and_space_is_reused() {
     let fs = mount(&dev);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
     let chunk = vec![7u8; 1 << 20];
-    // Write 40 MiB through a 16 MiB device: only possible if dead segments
-    // are freed and reused.
+    // Write 40 MiB through a 16 MiB device: only possible if the blocks
+    // old checkpoints kept are freed once they are deleted (what cleaning
+    // does with no protection period), and dead segments reused.
     for round in 0..40u64 {
         if let Err(e) = fs.write(f.ino, (round % 4) << 20, &chunk) {
             panic!("round {round}: {e} {:?}", fs.statfs());
         }
         fs.sync().unwrap();
+        let (deleted, _) = fs
+            .delete_checkpoints_older_than(std::time::Duration::ZERO)
+            .unwrap();
+        assert!(round == 0 || deleted >= 1, "round {round}");
         if std::env::var("LFS_DEBUG").is_ok() {
             let (u, c) = fs.segment_usage();
             let v: Vec<String> = u
@@ -217,7 +222,7 @@ fn queries_report_truthful_figures() {
     assert!(df.live_blocks >= 400 && df.live_blocks < 430, "{df:?}");
     assert_eq!(df.total_blocks, fs.sustat().nsegs * 64);
     let before = fs.cpstat().0;
-    let cno = fs.make_checkpoint().unwrap();
+    let cno = fs.make_checkpoint(false).unwrap();
     assert_eq!(cno, before + 1);
     let cps = fs.cpinfo(1, 100, false).unwrap();
     assert_eq!(cps.len() as u64, cno);
@@ -242,8 +247,66 @@ fn queries_report_truthful_figures() {
         .iter()
         .map(|(_, u)| u64::from(u.nlive))
         .sum();
-    assert_eq!(live, fs.df().live_blocks);
+    let df = fs.df();
+    assert_eq!(
+        live,
+        df.live_blocks + df.snapshot_blocks + df.protected_blocks
+    );
     let seg = fs.segment_summary(0).unwrap();
     assert!(!seg.logs.is_empty());
     fs.unmount().unwrap();
+}
+
+/// Continuous checkpoints: every checkpoint stays valid with its blocks
+/// until deleted; a snapshot cannot be deleted; deleting the checkpoints
+/// that kept overwritten data frees it; all of it survives a remount.
+#[test]
+fn checkpoints_are_kept_until_deleted_and_snapshots_refuse_deletion() {
+    let dev = fresh(32 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    fs.write(f.ino, 0, &vec![1u8; 100 * 4096]).unwrap();
+    let snap = fs.make_checkpoint(true).unwrap();
+    fs.write(f.ino, 0, &vec![2u8; 100 * 4096]).unwrap();
+    let plain = fs.make_checkpoint(false).unwrap();
+    fs.write(f.ino, 0, &vec![3u8; 100 * 4096]).unwrap();
+    fs.sync().unwrap();
+    let df = fs.df();
+    // Versions 1 (the snapshot) and 2 (a plain checkpoint) are kept.
+    assert!(df.snapshot_blocks >= 100, "{df:?}");
+    assert!(df.protected_blocks >= 100, "{df:?}");
+    assert!(matches!(fs.delete_checkpoint(snap), Err(Error::Busy(_))));
+    let last = fs.cpstat().0;
+    assert!(matches!(fs.delete_checkpoint(last), Err(Error::Busy(_))));
+    assert!(matches!(fs.delete_checkpoint(9999), Err(Error::NotFound)));
+    let freed = fs.delete_checkpoint(plain).unwrap();
+    // Version 2's data was seen by `plain` only.
+    assert!(freed >= 100, "{freed}");
+    assert!(fs
+        .cpinfo(1, 1000, false)
+        .unwrap()
+        .iter()
+        .all(|e| e.cno != plain));
+    let snaps = fs.cpinfo(1, 1000, true).unwrap();
+    assert_eq!(snaps.iter().map(|e| e.cno).collect::<Vec<_>>(), [snap]);
+    fs.unmount().unwrap();
+    drop(fs);
+
+    let fs = mount(&dev);
+    let (_, ncp, nss) = fs.cpstat();
+    assert_eq!(nss, 1);
+    assert!(ncp >= 2);
+    assert!(matches!(fs.delete_checkpoint(plain), Err(Error::NotFound)));
+    assert!(fs.df().snapshot_blocks >= 100);
+    fs.change_cpmode(snap, false).unwrap();
+    let (deleted, freed) = fs
+        .delete_checkpoints_older_than(std::time::Duration::ZERO)
+        .unwrap();
+    assert!(deleted >= 1 && freed >= 100, "{deleted} {freed}");
+    let df = fs.df();
+    assert_eq!((df.snapshot_blocks, df.protected_blocks), (0, 0), "{df:?}");
+    assert_eq!(fs.read(f.ino, 0, 4096).unwrap(), vec![3u8; 4096]);
+    fs.unmount().unwrap();
+    drop(fs);
+    mount(&dev).unmount().unwrap();
 }

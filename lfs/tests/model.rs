@@ -285,6 +285,10 @@ enum Op {
         gid: u32,
     },
     Sync,
+    /// Sync, then delete every plain checkpoint but the latest (what
+    /// cleaning does with no protection period), freeing the blocks only
+    /// they kept.
+    Reclaim,
     Remount,
     /// Crash right after an acknowledged sync (or, without `sync_first`,
     /// with changes since the last one, which must all be lost).
@@ -508,7 +512,8 @@ fn decode(r: Raw) -> Op {
             uid,
             gid,
         },
-        925..=964 => Op::Sync,
+        925..=934 => Op::Sync,
+        935..=964 => Op::Reclaim,
         965..=984 => Op::Remount,
         985..=994 => Op::Crash {
             sync_first: a % 4 != 0,
@@ -1701,9 +1706,12 @@ fn concretize(m: &Model, op: &Op) -> Option<Step> {
         Op::ListXattr { at } => Step::ListXattr(m.pick(at)),
         Op::Chmod { at, perm } => Step::Chmod(m.pick(at), *perm),
         Op::Chown { at, uid, gid } => Step::Chown(m.pick(at), *uid, *gid),
-        Op::Nop | Op::Sync | Op::Remount | Op::Crash { .. } | Op::CrashInSync { .. } => {
-            return None
-        }
+        Op::Nop
+        | Op::Sync
+        | Op::Reclaim
+        | Op::Remount
+        | Op::Crash { .. }
+        | Op::CrashInSync { .. } => return None,
     })
 }
 
@@ -1865,6 +1873,7 @@ struct Stats {
     writes_ok: u64,
     bytes_written: u64,
     remounts: u64,
+    reclaims: u64,
     crashes: u64,
     /// Crashes during a sync: the sync failed and the old state was
     /// found, it failed and the new state was found, it completed.
@@ -2017,6 +2026,21 @@ impl Harness {
             Op::Sync => {
                 self.sync()?;
                 return Ok("sync".into());
+            }
+            Op::Reclaim => {
+                self.sync()?;
+                let r = self.fs().delete_checkpoints_older_than(Duration::ZERO);
+                return match r {
+                    Ok((n, freed)) => {
+                        self.stats.reclaims += 1;
+                        Ok(format!("reclaim: {n} checkpoints, {freed} blocks"))
+                    }
+                    Err(Error::NoSpace) => {
+                        self.stats.nospace += 1;
+                        Ok("reclaim: NoSpace".into())
+                    }
+                    Err(e) => Err(format!("reclaim failed: {e}\n{}", self.space())),
+                };
             }
             Op::Remount => {
                 self.remount()?;
@@ -2472,7 +2496,8 @@ fn symlink_that_fails_for_space_leaves_no_entry() {
 }
 
 /// "Space freed since the last checkpoint is never reused before the next
-/// one" (DESIGN §4): after unlink and a sync, the space is free. It was
+/// one" (DESIGN §4): after unlink, a sync and the deletion of the older
+/// checkpoints (which kept the file), the space is free. It was
 /// not: a segment whose last live block dies in checkpoint k is only
 /// collected at the start of checkpoint k + 1, and a sync with nothing
 /// new to write makes no checkpoint, so on a full device writes keep
@@ -2483,6 +2508,8 @@ fn space_of_a_deleted_file_is_free_after_the_next_sync() {
     let full = fs.statfs().unwrap();
     fs.unlink(ROOT_INO, b"f").unwrap();
     fs.sync().unwrap();
+    let (deleted, freed) = fs.delete_checkpoints_older_than(Duration::ZERO).unwrap();
+    assert!(deleted >= 1 && freed * BS >= filled, "{deleted} {freed}");
     fs.sync().unwrap();
     let after = fs.statfs().unwrap();
     let g = fs.create(ROOT_INO, b"new", 0o644, 0, 0, 0).unwrap();

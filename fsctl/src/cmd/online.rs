@@ -206,18 +206,6 @@ fn mode(flags: u32) -> &'static str {
     }
 }
 
-/// `fsctl mkcp`: a checkpoint now.
-pub fn mkcp(target: Option<&Path>, print: bool) -> Result<Exit> {
-    let mut c = connect(target)?;
-    let r = c
-        .call(&Sync { flags: 1 })
-        .context("making a checkpoint (SYNC)")?;
-    if print {
-        println!("{}", r.cno);
-    }
-    Ok(Exit::Ok)
-}
-
 /// `fsctl df`: where the space went.
 pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
     let mut c = connect(target)?;

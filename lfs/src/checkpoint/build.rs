@@ -12,9 +12,9 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::format::{
-    BlockEntry, BlockKind, CheckpointEntry, Inode, LogHeader, LogSummary, MetaBlockHeader,
-    MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, DAT_INO, IFILE_INO, INODE_SIZE,
-    LOG_FLAG_SUPER_ROOT, SUFILE_INO,
+    BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, Inode, LogHeader, LogSummary,
+    MetaBlockHeader, MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT,
+    DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
 use crate::fs::state::State;
@@ -189,7 +189,8 @@ impl State {
         let mut dat_blocks = self.dat.take_dirty();
         dat_blocks.extend(allocated.iter().map(|v| v / per_dat));
         let per_cp = MetaKind::Cpfile.per_block(bs) as u64;
-        let cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
+        let mut cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
+        cp_blocks.extend(self.history.changed().iter().map(|c| c / per_cp));
         // Read their current contents before they get new addresses.
         let mut cp_old = std::collections::HashMap::new();
         for &b in &cp_blocks {
@@ -197,7 +198,7 @@ impl State {
         }
         let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
         let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
-        let retired: Vec<u64> = std::mem::take(&mut self.retired_phys);
+        let retired: Vec<u64> = std::mem::take(&mut self.freed_phys);
         let mut old_segs: BTreeSet<u64> = retired.iter().filter_map(|&a| self.seg_of(a)).collect();
         for (map, blocks, nodes) in [
             (&self.dat_map, &dat_blocks, &dat_nodes),
@@ -314,18 +315,30 @@ impl State {
             let blk = self.dat_map.encode_node(n, bs, seed);
             phys_payload.push(phys(DAT_INO, off, BlockKind::Indirect(n.level), blk));
         }
+        let mut flags = if minor { CP_FLAG_MINOR } else { 0 };
+        if std::mem::take(&mut self.next_is_snapshot) {
+            flags |= CP_FLAG_SNAPSHOT;
+            self.last_snapshot_built = new_cno;
+        }
         let entry = CheckpointEntry {
             cno: new_cno,
-            flags: if minor { CP_FLAG_MINOR } else { 0 },
+            flags,
             ctime_ns: now_ns,
             nblk_inc: layout.spans.iter().map(|s| s.nblocks()).sum(),
             inodes_count: self.inodes_count,
-            blocks_count: self.dat.iter_used().count() as u64,
+            blocks_count: self.dat.count_current(),
             next_snapshot: 0,
             prev_snapshot: 0,
             ifile: self.ifile.clone(),
         };
-        self.cp_header.ncheckpoints += 1;
+        self.history.add(new_cno, flags, now_ns);
+        let snapshots: Vec<u64> = self.history.snapshots().collect();
+        self.cp_header = CpFileHeader {
+            ncheckpoints: self.history.len(),
+            nsnapshots: snapshots.len() as u64,
+            first_snapshot: snapshots.first().copied().unwrap_or(0),
+            last_snapshot: snapshots.last().copied().unwrap_or(0),
+        };
         for &b in &cp_blocks {
             let blk = self.encode_cp_block(b, cp_old.remove(&b).unwrap_or_default(), &entry);
             if b == new_cno / per_cp {
@@ -333,6 +346,7 @@ impl State {
             }
             phys_payload.push(phys(CPFILE_INO, b, BlockKind::Data, blk));
         }
+        let _ = self.history.take_changed();
         for &n in &cp_nodes {
             let off = node_first_offset(&self.cp_map, n, p);
             let blk = self.cp_map.encode_node(n, bs, seed);
@@ -513,6 +527,21 @@ impl State {
         let mut w = Writer::default();
         entry.encode_into(&mut w);
         put(entry.cno, w.into_vec());
+        // Entries deleted or made (or unmade) snapshots since the last
+        // checkpoint.
+        let per = MetaKind::Cpfile.per_block(bs) as u64;
+        let rs = MetaKind::Cpfile.record_size();
+        for &c in self.history.changed().range(b * per..(b + 1) * per) {
+            let (_, off) = MetaKind::Cpfile.locate(c, bs);
+            if let Ok(mut e) = CheckpointEntry::decode(&blk[off..off + rs]) {
+                if e.cno == c {
+                    e.flags = self.history.disk_flags(c, e.flags);
+                    let mut w = Writer::default();
+                    e.encode_into(&mut w);
+                    blk[off..off + rs].copy_from_slice(&w.into_vec());
+                }
+            }
+        }
         MetaBlockHeader::seal(&mut blk, MetaKind::Cpfile, self.seed);
         blk
     }

@@ -5,10 +5,13 @@
 //!   (payload, metadata file blocks, super root) with their addresses, and
 //!   advances the in-memory state to match. Pure computation: the caller
 //!   writes the returned buffers.
+//! * [`history`]: which checkpoints are kept (continuous checkpoints and
+//!   snapshots) and freeing the blocks only deleted ones kept.
 //! * [`recover`]: finds the last valid checkpoint from the superblock
 //!   cursor and loads the state from it.
 
 pub mod build;
+pub mod history;
 pub mod recover;
 
 /// Write the superblock at least every this many checkpoints, to bound the

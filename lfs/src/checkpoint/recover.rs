@@ -12,6 +12,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
+use crate::checkpoint::history::History;
 use crate::format::{
     CheckpointEntry, CpFileHeader, LogHeader, LogSummary, MetaKind, SuperRoot, Superblock,
     FIRST_USER_INO, INODE_SIZE,
@@ -304,6 +305,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
     };
     let cp_header = CpFileHeader::decode(&cp_rec(0)?).map_err(corrupt("checkpoint file header"))?;
     let entry = CheckpointEntry::decode(&cp_rec(sr.cno)?).map_err(corrupt("checkpoint entry"))?;
+    let history = load_history(&cp_map, sr.cno, bs, &read_meta)?;
     let (last_b, _) = MetaKind::Cpfile.locate(sr.cno, bs);
     let cp_last_block = Some((last_b, read_meta(cp_map.get(last_b), MetaKind::Cpfile)?));
     let ifile = entry.ifile.clone();
@@ -337,7 +339,10 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         pending_inos: Vec::new(),
         nodes: HashMap::new(),
         inflight: HashMap::new(),
-        retired_phys: Vec::new(),
+        freed_phys: Vec::new(),
+        history,
+        next_is_snapshot: false,
+        last_snapshot_built: 0,
         mods: 0,
         durable_mods: 0,
         dirty_blocks: 0,
@@ -350,4 +355,41 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
     };
     st.ifile_map = st.load_bmap(&ifile)?;
     Ok(st)
+}
+
+/// The valid checkpoints up to `last`, from every block of the checkpoint
+/// file (holes hold none).
+fn load_history(
+    cp_map: &BlockMap,
+    last: u64,
+    bs: usize,
+    read_meta: &dyn Fn(u64, MetaKind) -> Result<Vec<u8>>,
+) -> Result<History> {
+    let per = MetaKind::Cpfile.per_block(bs) as u64;
+    let rs = MetaKind::Cpfile.record_size();
+    let mut entries = Vec::new();
+    for b in 0..=last / per {
+        let a = cp_map.get(b);
+        if a == 0 {
+            continue;
+        }
+        let blk = read_meta(a, MetaKind::Cpfile)?;
+        for slot in (b * per).max(1)..((b + 1) * per).min(last + 1) {
+            let (_, off) = MetaKind::Cpfile.locate(slot, bs);
+            if blk[off..off + 8] != slot.to_le_bytes() {
+                continue;
+            }
+            let e = CheckpointEntry::decode(&blk[off..off + rs]).map_err(|source| {
+                Error::Corrupted {
+                    what: "checkpoint entry",
+                    location: format!("checkpoint {slot} (checkpoint file block {b})"),
+                    source,
+                }
+            })?;
+            if e.cno == slot {
+                entries.push(e);
+            }
+        }
+    }
+    Ok(History::from_entries(entries))
 }

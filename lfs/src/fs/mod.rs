@@ -16,6 +16,7 @@
 //! says why; it never guesses what reached the disk.
 
 pub mod bmap;
+mod checkpoints;
 pub mod dir;
 mod ops;
 pub mod query;

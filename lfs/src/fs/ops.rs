@@ -111,7 +111,8 @@ fn is_dir(i: &Inode) -> bool {
 }
 
 impl State {
-    fn writable(&self) -> Result<()> {
+    /// ReadOnly (with the reason) if the filesystem may not change.
+    pub(crate) fn writable(&self) -> Result<()> {
         match &self.read_only {
             Some(why) => Err(Error::ReadOnly(why.clone())),
             None => Ok(()),
@@ -723,7 +724,7 @@ impl State {
     }
 
     /// Free blocks net of dirty data, keeping `reserved` segments untouched.
-    fn avail_blocks_keeping(&self, reserved: u64) -> u64 {
+    pub(crate) fn avail_blocks_keeping(&self, reserved: u64) -> u64 {
         let bps = u64::from(self.sb.blocks_per_segment);
         let clean = self.segs.nclean() + self.segs.npending();
         let head_room = self.sb.segment_start(self.head.seg) + bps - self.head.block;

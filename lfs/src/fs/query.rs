@@ -3,9 +3,7 @@
 //! the in-memory state under the state lock (the checkpoint file's entries
 //! are read from the device, which is small and rare).
 
-use crate::format::{
-    CheckpointEntry, DatEntry, MetaKind, SegUsage, CP_FLAG_INVALID, CP_FLAG_SNAPSHOT,
-};
+use crate::format::{CheckpointEntry, DatEntry, MetaKind, SegUsage, CP_FLAG_SNAPSHOT};
 use crate::fs::Fs;
 use crate::inspect::{dump_segment, SegmentDump};
 use crate::Result;
@@ -49,12 +47,13 @@ pub struct Df {
     pub free_blocks: u64,
     /// Blocks of the segments reserved for cleaning.
     pub reserved_blocks: u64,
-    /// Blocks the current checkpoint references.
+    /// Blocks the current state references.
     pub live_blocks: u64,
-    /// Blocks only snapshots hold (no snapshots exist in this version).
+    /// Blocks only snapshots keep.
     pub snapshot_blocks: u64,
-    /// Blocks only checkpoints inside the protection period hold (none are
-    /// kept in this version).
+    /// Blocks only older checkpoints keep (some of them plain ones):
+    /// cleaning gives them back once those checkpoints are older than its
+    /// protection period.
     pub protected_blocks: u64,
     /// Dead blocks in dirty segments: what cleaning would give back.
     pub reclaimable_blocks: u64,
@@ -91,7 +90,11 @@ impl Fs {
     /// (last checkpoint, checkpoints, snapshots).
     pub fn cpstat(&self) -> (u64, u64, u64) {
         let st = self.st();
-        (st.cno, st.cp_header.ncheckpoints, st.cp_header.nsnapshots)
+        (
+            st.cno,
+            st.history.len(),
+            st.history.snapshots().count() as u64,
+        )
     }
 
     /// Up to `count` valid checkpoints from `start` on (snapshots only if
@@ -121,9 +124,11 @@ impl Fs {
             }
             let blk = &cached.as_ref().expect("set above").1;
             let rec = &blk[off..off + MetaKind::Cpfile.record_size()];
-            if let Ok(e) = CheckpointEntry::decode(rec) {
-                let valid = e.cno == cno && e.flags & CP_FLAG_INVALID == 0;
-                if valid && (!snapshots_only || e.flags & CP_FLAG_SNAPSHOT != 0) {
+            // Validity and flags from memory: a change made since the last
+            // checkpoint is not in the block yet.
+            if let (Some(m), Ok(mut e)) = (st.history.get(cno), CheckpointEntry::decode(rec)) {
+                e.flags = m.flags;
+                if e.cno == cno && (!snapshots_only || e.flags & CP_FLAG_SNAPSHOT != 0) {
                     out.push(e);
                 }
             }
@@ -162,25 +167,23 @@ impl Fs {
             }
         }
         let head_room = st.sb.segment_start(st.head.seg) + bps - st.head.block;
+        let (mut snapshot, mut older) = (0, 0);
+        for (_, e) in st.dat.iter_retired() {
+            if st.history.kept_by_snapshots_only(e.start_cno, e.end_cno) {
+                snapshot += 1;
+            } else {
+                older += 1;
+            }
+        }
         Df {
             block_size: st.bs as u32,
             total_blocks: total,
             free_blocks: (st.segs.nclean() + st.segs.npending()) * bps + head_room,
             reserved_blocks: st.sb.reserved_segments() * bps,
-            live_blocks: live,
-            snapshot_blocks: 0,
-            protected_blocks: 0,
+            live_blocks: live.saturating_sub(snapshot + older),
+            snapshot_blocks: snapshot,
+            protected_blocks: older,
             reclaimable_blocks: reclaimable,
         }
-    }
-
-    /// Writes a checkpoint now, even if nothing changed; returns its number.
-    pub fn make_checkpoint(&self) -> Result<u64> {
-        {
-            let mut st = self.st();
-            st.mods += 1;
-        }
-        self.sync()?;
-        Ok(self.st().cno)
     }
 }

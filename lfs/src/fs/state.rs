@@ -11,7 +11,7 @@
 //!   marks its inode file block dirty.
 //! * A dirty data block is in its node's `dirty` map until a checkpoint
 //!   moves it to `inflight`, where reads find it until its log is on disk.
-//! * Retired physical addresses wait in `retired_phys` for the next
+//! * Freed physical addresses wait in `freed_phys` for the next
 //!   checkpoint to subtract them from their segments' live counts.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -77,7 +77,13 @@ pub(crate) struct State {
     pub pending_inos: Vec<u64>,
     pub nodes: HashMap<u64, Node>,
     pub inflight: HashMap<(u64, u64), Arc<Vec<u8>>>,
-    pub retired_phys: Vec<u64>,
+    pub freed_phys: Vec<u64>,
+    /// The valid checkpoints (snapshots included).
+    pub history: crate::checkpoint::history::History,
+    /// Make the next checkpoint a snapshot.
+    pub next_is_snapshot: bool,
+    /// The last checkpoint built as a snapshot by `next_is_snapshot`.
+    pub last_snapshot_built: u64,
     /// Incremented by every change; a checkpoint covers the value it saw.
     pub mods: u64,
     /// `mods` covered by the last durable checkpoint.
@@ -295,13 +301,13 @@ impl State {
         Ok(self.nodes.get_mut(&ino).expect("inserted above"))
     }
 
-    /// Retires virtual block `v`: its physical block stops being live.
+    /// Retires virtual block `v` from the current state. Its block stays
+    /// (and stays live in its segment) while a valid checkpoint sees it:
+    /// the last durable one always does; [`State::free_dead`] frees it once
+    /// none does.
     pub fn retire(&mut self, v: u64) {
         if v != 0 {
-            let p = self.dat.retire(v);
-            if p != 0 {
-                self.retired_phys.push(p);
-            }
+            self.dat.retire(v, self.cno + 1);
         }
     }
 }

@@ -1,9 +1,13 @@
 //! The DAT in memory: one entry per virtual block number.
 //!
 //! Invariants: entry 0 is never used (virtual block 0 is a hole); an entry
-//! with `phys == 0` is free. A virtual block retired by a checkpoint is
-//! free for reuse only after that checkpoint is durable (`pending`), so a
-//! crash never finds a reused number in the previous checkpoint's maps.
+//! with `phys == 0` is free. An entry with `end_cno == CNO_LIVE` is used
+//! by the current state; one with a smaller `end_cno` was retired and is
+//! kept for the checkpoints in `[start_cno, end_cno)` until none of them
+//! is valid any more (`checkpoint::history`), then freed. A freed number
+//! is free for reuse only after the checkpoint that freed it is durable
+//! (`pending`), so a crash never finds a reused number in the previous
+//! checkpoint's maps.
 
 use std::collections::BTreeSet;
 
@@ -129,14 +133,38 @@ impl Dat {
         self.dirty.insert(v / self.per_block);
     }
 
-    /// Retires `v`: returns its physical address (so the caller can drop a
-    /// live block from its segment) and frees the number once the current
-    /// checkpoint is durable.
-    pub fn retire(&mut self, v: u64) -> u64 {
+    /// Retires `v` from the current state: checkpoints before `end_cno`
+    /// still see it, so it keeps its block (and its segment's live count)
+    /// until [`Self::free`]. A number allocated but never assigned is freed
+    /// at once.
+    pub fn retire(&mut self, v: u64, end_cno: u64) {
+        let Some(e) = self.entries.get_mut(v as usize) else {
+            return;
+        };
+        if e.phys == 0 {
+            return;
+        }
+        if e.phys == u64::MAX {
+            *e = DatEntry::default();
+            self.pending.push(v);
+        } else {
+            e.end_cno = end_cno;
+        }
+        self.dirty.insert(v / self.per_block);
+    }
+
+    /// Frees `v` (retired, and kept by no valid checkpoint): returns its
+    /// physical address, for the caller to drop from its segment's live
+    /// count. The number is reusable once the current checkpoint is
+    /// durable.
+    pub fn free(&mut self, v: u64) -> u64 {
         let Some(e) = self.entries.get_mut(v as usize) else {
             return 0;
         };
         let phys = e.phys;
+        if phys == 0 {
+            return 0;
+        }
         *e = DatEntry::default();
         self.dirty.insert(v / self.per_block);
         self.pending.push(v);
@@ -145,6 +173,31 @@ impl Dat {
         } else {
             phys
         }
+    }
+
+    /// Moves `v` to physical block `phys` (cleaning), keeping its lifetime.
+    pub fn relocate(&mut self, v: u64, phys: u64) {
+        if let Some(e) = self.entries.get_mut(v as usize) {
+            e.phys = phys;
+            self.dirty.insert(v / self.per_block);
+        }
+    }
+
+    /// Retired entries still holding a block: (virtual, entry).
+    pub fn iter_retired(&self) -> impl Iterator<Item = (u64, DatEntry)> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.phys != 0 && e.phys != u64::MAX && e.end_cno != CNO_LIVE)
+            .map(|(i, e)| (i as u64, *e))
+    }
+
+    /// Entries used by the current state.
+    pub fn count_current(&self) -> u64 {
+        self.entries
+            .iter()
+            .filter(|e| e.phys != 0 && e.end_cno == CNO_LIVE)
+            .count() as u64
     }
 
     /// Called when the checkpoint that retired the pending numbers is
@@ -199,7 +252,14 @@ mod tests {
         assert_eq!((a, b), (1, 2));
         d.assign(a, 100, 3);
         d.assign(b, 101, 3);
-        assert_eq!(d.retire(a), 100);
+        d.retire(a, 5);
+        // Retired but kept: still mapped, with its lifetime.
+        assert_eq!(d.phys(a), 100);
+        assert_eq!(d.entry(a).end_cno, 5);
+        assert_eq!(d.iter_retired().map(|(v, _)| v).collect::<Vec<_>>(), [a]);
+        assert_eq!(d.count_current(), 1);
+        assert_eq!(d.free(a), 100);
+        assert_eq!(d.phys(a), 0);
         // Not reusable before the checkpoint is durable.
         assert_eq!(d.alloc(), 3);
         d.release_pending();

@@ -158,6 +158,14 @@ impl Segments {
         }
     }
 
+    /// Sets the last-modified time of `s` (a cleaner deferring it).
+    pub fn set_last_mod(&mut self, s: u64, t: u64) {
+        if let Some(u) = self.usage.get_mut(s as usize) {
+            u.last_mod = t;
+            self.mark(s);
+        }
+    }
+
     /// Marks `s` as no longer a log head.
     pub fn deactivate(&mut self, s: u64) {
         if let Some(u) = self.usage.get_mut(s as usize) {

@@ -1,0 +1,260 @@
+//! Commands that change checkpoints of a mounted filesystem: `mkcp`,
+//! `chcp` and `rmcp` (nilfs-utils' names and argument order).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail, Context, Result};
+use lfs_proto::msg::*;
+use lfs_proto::Client;
+
+use crate::target::connect;
+use crate::Exit;
+
+const EBUSY: i32 = nix::libc::EBUSY;
+const ENOENT: i32 = nix::libc::ENOENT;
+
+/// A checkpoint number or an inclusive range `A..B` (`A..` to the last).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CnoRange {
+    first: u64,
+    last: Option<u64>,
+}
+
+impl CnoRange {
+    /// Parses `N`, `A..B` or `A..`.
+    pub fn parse(s: &str) -> Option<CnoRange> {
+        let num = |t: &str| t.parse::<u64>().ok().filter(|&n| n > 0);
+        match s.split_once("..") {
+            None => num(s).map(|n| CnoRange {
+                first: n,
+                last: Some(n),
+            }),
+            Some((a, "")) => num(a).map(|first| CnoRange { first, last: None }),
+            Some((a, b)) => match (num(a), num(b)) {
+                (Some(first), Some(last)) if first <= last => Some(CnoRange {
+                    first,
+                    last: Some(last),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    fn is_single(&self) -> bool {
+        self.last == Some(self.first)
+    }
+}
+
+/// Splits `[TARGET] CNO...`: the first word is the target unless it reads
+/// as a checkpoint number or range.
+pub fn split_target(words: &[String]) -> Result<(Option<PathBuf>, Vec<CnoRange>)> {
+    let (target, rest) = match words.first() {
+        Some(w) if CnoRange::parse(w).is_none() => (Some(PathBuf::from(w)), &words[1..]),
+        _ => (None, words),
+    };
+    if rest.is_empty() {
+        bail!("no checkpoint number given");
+    }
+    let ranges = rest
+        .iter()
+        .map(|w| {
+            CnoRange::parse(w).ok_or_else(|| {
+                anyhow!("{w:?} is not a checkpoint number (1 or more) or a range like 3..9")
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((target, ranges))
+}
+
+/// Every valid checkpoint, in order.
+fn all_checkpoints(c: &mut Client) -> Result<Vec<Cpinfo>> {
+    let mut out = Vec::new();
+    let mut start = 1;
+    loop {
+        let batch = c
+            .call(&GetCpinfo {
+                start_cno: start,
+                count: 4096,
+                flags: 0,
+            })
+            .context("listing checkpoints (GET_CPINFO)")?
+            .items;
+        let Some(last) = batch.last() else { break };
+        start = last.cno + 1;
+        out.extend(batch);
+    }
+    Ok(out)
+}
+
+/// `fsctl mkcp [-s] [-p]`: a checkpoint (or snapshot) now.
+pub fn mkcp(target: Option<&Path>, snapshot: bool, print: bool) -> Result<Exit> {
+    let mut c = connect(target)?;
+    let r = c
+        .call(&Sync {
+            flags: SYNC_FORCE_CHECKPOINT,
+        })
+        .context("making a checkpoint (SYNC)")?;
+    if snapshot {
+        c.call(&ChangeCpmode {
+            cno: r.cno,
+            mode: CPMODE_SNAPSHOT,
+            flags: 0,
+        })
+        .with_context(|| format!("making checkpoint {} a snapshot (CHANGE_CPMODE)", r.cno))?;
+    }
+    if print {
+        println!("{}", r.cno);
+    }
+    Ok(Exit::Ok)
+}
+
+/// `fsctl chcp cp|ss [TARGET] CNO...`.
+pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
+    let snapshot = match mode {
+        "ss" | "snapshot" => true,
+        "cp" | "checkpoint" => false,
+        other => bail!("mode {other:?} is neither cp (checkpoint) nor ss (snapshot)"),
+    };
+    let (target, ranges) = split_target(words)?;
+    let mut c = connect(target.as_deref())?;
+    if ranges.iter().any(|r| !r.is_single()) {
+        bail!("chcp takes checkpoint numbers, not ranges");
+    }
+    let mut failed = false;
+    for r in ranges {
+        let req = ChangeCpmode {
+            cno: r.first,
+            mode: if snapshot {
+                CPMODE_SNAPSHOT
+            } else {
+                CPMODE_CHECKPOINT
+            },
+            flags: 0,
+        };
+        match c.call(&req) {
+            Ok(Done) => {}
+            Err(e) if e.errno() == Some(ENOENT) => {
+                eprintln!("fsctl: chcp: checkpoint {} does not exist", r.first);
+                failed = true;
+            }
+            Err(e) if e.errno() == Some(EBUSY) => {
+                eprintln!(
+                    "fsctl: chcp: snapshot {} is mounted; unmount it (fsctl umount) first",
+                    r.first
+                );
+                failed = true;
+            }
+            Err(e) => return Err(e).with_context(|| format!("chcp of checkpoint {}", r.first)),
+        }
+    }
+    Ok(if failed { Exit::Error } else { Exit::Ok })
+}
+
+/// `fsctl rmcp [TARGET] CNO|A..B...`: deletes checkpoints. A single
+/// number that cannot be deleted is an error; in a range, snapshots,
+/// mounted checkpoints and the latest one are skipped and counted.
+pub fn rmcp(words: &[String]) -> Result<Exit> {
+    let (target, ranges) = split_target(words)?;
+    let mut c = connect(target.as_deref())?;
+    let cps = all_checkpoints(&mut c)?;
+    let latest = cps.last().map_or(0, |e| e.cno);
+    let mut failed = false;
+    let (mut deleted, mut skipped) = (0u64, 0u64);
+    for r in ranges {
+        let single = r.is_single();
+        let last = r.last.unwrap_or(latest);
+        let chosen: Vec<&Cpinfo> = cps
+            .iter()
+            .filter(|e| e.cno >= r.first && e.cno <= last)
+            .collect();
+        if single && chosen.is_empty() {
+            eprintln!("fsctl: rmcp: checkpoint {} does not exist", r.first);
+            failed = true;
+            continue;
+        }
+        for e in chosen {
+            let why = if e.flags & CPINFO_SNAPSHOT != 0 {
+                Some(format!(
+                    "checkpoint {} is a snapshot; make it a plain checkpoint first (fsctl chcp cp {})",
+                    e.cno, e.cno
+                ))
+            } else if e.cno == latest {
+                Some(format!(
+                    "checkpoint {} is the latest one, which cannot be deleted",
+                    e.cno
+                ))
+            } else {
+                None
+            };
+            let result = match why {
+                Some(w) => Err(w),
+                None => match c.call(&DeleteCheckpoint { cno: e.cno }) {
+                    Ok(Done) => Ok(()),
+                    Err(err) if err.errno() == Some(EBUSY) => Err(format!(
+                        "checkpoint {} is in use (mounted read-only, or became a snapshot)",
+                        e.cno
+                    )),
+                    Err(err) if err.errno() == Some(ENOENT) => Ok(()),
+                    Err(err) => {
+                        return Err(err).with_context(|| format!("deleting checkpoint {}", e.cno))
+                    }
+                },
+            };
+            match result {
+                Ok(()) => deleted += 1,
+                Err(w) if single => {
+                    eprintln!("fsctl: rmcp: {w}");
+                    failed = true;
+                }
+                Err(_) => skipped += 1,
+            }
+        }
+    }
+    if skipped > 0 {
+        eprintln!(
+            "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints or the latest one)"
+        );
+    }
+    Ok(if failed { Exit::Error } else { Exit::Ok })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_and_targets() {
+        assert_eq!(
+            CnoRange::parse("7"),
+            Some(CnoRange {
+                first: 7,
+                last: Some(7)
+            })
+        );
+        assert_eq!(
+            CnoRange::parse("3..9"),
+            Some(CnoRange {
+                first: 3,
+                last: Some(9)
+            })
+        );
+        assert_eq!(
+            CnoRange::parse("3.."),
+            Some(CnoRange {
+                first: 3,
+                last: None
+            })
+        );
+        for bad in ["0", "9..3", "x", "..4", "-1", ""] {
+            assert_eq!(CnoRange::parse(bad), None, "{bad}");
+        }
+        let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let (t, r) = split_target(&w(&["/mnt/x", "4", "5..6"])).unwrap();
+        assert_eq!(t, Some(PathBuf::from("/mnt/x")));
+        assert_eq!(r.len(), 2);
+        let (t, r) = split_target(&w(&["4"])).unwrap();
+        assert_eq!((t, r.len()), (None, 1));
+        assert!(split_target(&w(&["/mnt/x"])).is_err());
+        assert!(split_target(&w(&["/mnt/x", "zero"])).is_err());
+    }
+}
