@@ -343,8 +343,21 @@ impl Service for FsService {
         Ok(Done)
     }
 
-    fn clean_segments(&self, _: &Peer, _: CleanSegments) -> Result<CleanReply, i32> {
-        Err(nix::libc::ENOTTY)
+    fn clean_segments(&self, _: &Peer, r: CleanSegments) -> Result<CleanReply, i32> {
+        let rep = self
+            .fs
+            .clean_segments(
+                &r.segments,
+                std::time::Duration::from_secs(u64::from(r.protection_s)),
+            )
+            .map_err(|e| errno(&e))?;
+        Ok(CleanReply {
+            blocks_moved: rep.blocks_moved,
+            segments_freed: rep.segments_freed,
+            bytes_written: rep.bytes_written,
+            checkpoints_deleted: rep.checkpoints_deleted,
+            blocks_freed: rep.blocks_freed,
+        })
     }
 
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {

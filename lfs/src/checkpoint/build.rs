@@ -14,11 +14,11 @@ use std::sync::Arc;
 use crate::format::{
     BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, Inode, LogHeader, LogSummary,
     MetaBlockHeader, MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT,
-    DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
+    DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
 use crate::fs::state::State;
-use crate::log::layout::{self, Layout};
+use crate::log::layout::{self, Head, Layout};
 use crate::{Error, Result};
 
 /// One contiguous write.
@@ -46,8 +46,10 @@ pub struct Plan {
     /// Segments freed by this checkpoint (reusable after the superblock
     /// points at it).
     pub freed: Vec<u64>,
-    /// Payload blocks that are user file data (the rest is metadata).
+    /// Payload blocks that are user file data.
     pub data_blocks: u64,
+    /// Blocks of the cold log (moved by cleaning, with their summaries).
+    pub gc_blocks: u64,
 }
 
 struct Payload {
@@ -81,6 +83,10 @@ impl State {
         let seed = self.seed;
         let p = crate::fs::bmap::ptrs_per_node(bs);
         let freed = self.segs.collect_free();
+        let mut gc = std::mem::take(&mut self.gc_queue);
+        // A block freed since cleaning read it (its checkpoints deleted)
+        // is not moved.
+        gc.retain(|g| self.dat.phys(g.vblock) == g.from);
         let mut virt: Vec<Payload> = Vec::new();
         let mut allocated: Vec<u64> = Vec::new();
         self.inflight.clear();
@@ -188,9 +194,12 @@ impl State {
         let per_dat = MetaKind::Dat.per_block(bs) as u64;
         let mut dat_blocks = self.dat.take_dirty();
         dat_blocks.extend(allocated.iter().map(|v| v / per_dat));
+        // Entries cleaning moves (relocated below, once addresses exist).
+        dat_blocks.extend(gc.iter().map(|g| g.vblock / per_dat));
         let per_cp = MetaKind::Cpfile.per_block(bs) as u64;
         let mut cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
         cp_blocks.extend(self.history.changed().iter().map(|c| c / per_cp));
+        cp_blocks.extend(std::mem::take(&mut self.cp_force));
         // Read their current contents before they get new addresses.
         let mut cp_old = std::collections::HashMap::new();
         for &b in &cp_blocks {
@@ -216,11 +225,63 @@ impl State {
             );
         }
         old_segs.extend(freed.iter().copied());
+        old_segs.extend(gc.iter().filter_map(|g| self.seg_of(g.from)));
         old_segs.insert(self.head.seg);
         let mut su_blocks: BTreeSet<u64> = self.segs.take_dirty();
         su_blocks.insert(0);
         let bps = u64::from(self.sb.blocks_per_segment);
         let sb = self.sb.clone();
+        // Blocks moved by cleaning go to the cold log head, in segments of
+        // their own (hot/cold separation), planned first.
+        let cold = if gc.is_empty() {
+            None
+        } else {
+            let (head, fresh) = match self.gc_head {
+                Some(h) => (h, Vec::new()),
+                None => {
+                    let c = self.segs.peek_clean(2);
+                    if c.len() < 2 {
+                        return Err(Error::NoSpace);
+                    }
+                    let h = Head {
+                        seg: c[0],
+                        block: sb.segment_start(c[0]),
+                        next_seg: c[1],
+                    };
+                    (h, c)
+                }
+            };
+            let need = layout::segments_needed(gc.len() as u64, bs, bps) as usize;
+            let clean: Vec<u64> = self
+                .segs
+                .peek_clean(need + fresh.len())
+                .into_iter()
+                .filter(|s| !fresh.contains(s))
+                .collect();
+            let lay = layout::plan_logs(
+                head,
+                gc.len() as u64,
+                false,
+                bs,
+                |s| sb.segment_start(s),
+                bps,
+                &clean,
+            )
+            .ok_or(Error::NoSpace)?;
+            Some((lay, fresh))
+        };
+        let cold_segs: BTreeSet<u64> = cold
+            .iter()
+            .flat_map(|(l, fresh)| {
+                l.taken
+                    .iter()
+                    .chain(fresh)
+                    .chain(&l.left)
+                    .copied()
+                    .chain(l.spans.iter().map(|s| s.seg))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let (layout, su_nodes) = loop {
             let su_nodes = dirty_nodes_for(&self.su_map, &su_blocks);
             let n = (virt.len()
@@ -230,12 +291,16 @@ impl State {
                 + cp_nodes.len()
                 + su_blocks.len()
                 + su_nodes.len()) as u64;
-            let clean = self
+            let clean: Vec<u64> = self
                 .segs
-                .peek_clean(layout::segments_needed(n, bs, bps) as usize);
+                .peek_clean(layout::segments_needed(n, bs, bps) as usize + cold_segs.len())
+                .into_iter()
+                .filter(|s| !cold_segs.contains(s))
+                .collect();
             let lay = layout::plan(self.head, n, bs, |s| sb.segment_start(s), bps, &clean)
                 .ok_or(Error::NoSpace)?;
             let mut touched = old_segs.clone();
+            touched.extend(cold_segs.iter().copied());
             touched.extend(lay.spans.iter().map(|s| s.seg));
             touched.extend(lay.taken.iter().copied());
             touched.extend(lay.left.iter().copied());
@@ -256,16 +321,71 @@ impl State {
             su_blocks.extend(need);
         };
 
-        // 4. Segment bookkeeping for the layout, then addresses.
+        // 4. Segment bookkeeping for the layouts, then addresses.
         // Taken first: a segment entered and left within this checkpoint
         // must end inactive.
+        let mut seq = self.seq;
+        let mut gc_payload = Vec::new();
+        let mut cold_runs = Vec::new();
+        if let Some((cl, fresh)) = &cold {
+            for &s in fresh.iter().chain(&cl.taken) {
+                self.segs.take(s, now_s);
+            }
+            for &s in &cl.left {
+                self.segs.deactivate(s);
+            }
+            for (i, span) in cl.spans.iter().enumerate() {
+                self.segs
+                    .written(span.seg, span.nblocks() as u32, seq + i as u64, now_s);
+            }
+            let mut addrs = cl
+                .spans
+                .iter()
+                .flat_map(|s| (0..s.nentries).map(move |i| s.payload_addr(i)));
+            for g in &gc {
+                let a = addrs
+                    .next()
+                    .expect("the cold layout holds every moved block");
+                self.dat.relocate(g.vblock, a);
+                self.gc_moved.insert(a, g.from);
+                if let Some(s) = self.seg_of(a) {
+                    self.segs.add_live(s, 1);
+                }
+                if let Some(s) = self.seg_of(g.from) {
+                    self.segs.add_live(s, -1);
+                }
+                gc_payload.push(Payload {
+                    entry: BlockEntry {
+                        ino: g.ino,
+                        offset: g.offset,
+                        vblock: g.vblock,
+                        kind: g.kind,
+                    },
+                    data: Arc::new(g.data.clone()),
+                });
+            }
+            let (runs, _) = build_runs(
+                cl,
+                &gc_payload,
+                Arc::new(Vec::new()),
+                seq,
+                now_ns,
+                new_cno,
+                bs,
+                seed,
+                LOG_FLAG_GC,
+            );
+            cold_runs = runs;
+            seq += cl.spans.len() as u64;
+            self.gc_head = Some(cl.head);
+        }
         for &s in &layout.taken {
             self.segs.take(s, now_s);
         }
         for &s in &layout.left {
             self.segs.deactivate(s);
         }
-        let first_seq = self.seq;
+        let first_seq = seq;
         for (i, span) in layout.spans.iter().enumerate() {
             self.segs
                 .written(span.seg, span.nblocks() as u32, first_seq + i as u64, now_s);
@@ -407,8 +527,10 @@ impl State {
         let sr_block = Arc::new(sr.encode(bs, seed));
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
-            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed,
+            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0,
         );
+        let gc_blocks: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 
         self.seq = last_seq + 1;
         self.cno = new_cno;
@@ -422,6 +544,7 @@ impl State {
             mods: self.mods,
             freed,
             data_blocks: self.inflight.len() as u64,
+            gc_blocks,
         })
     }
 
@@ -500,7 +623,7 @@ impl State {
     }
 
     /// The current contents of checkpoint file block `b`.
-    fn cp_block(&self, b: u64) -> Result<Vec<u8>> {
+    pub(crate) fn cp_block(&self, b: u64) -> Result<Vec<u8>> {
         Ok(match &self.cp_last_block {
             Some((lb, data)) if *lb == b => data.clone(),
             _ => match self.cp_map.get(b) {
@@ -601,6 +724,7 @@ fn build_runs(
     cno: u64,
     bs: usize,
     seed: u32,
+    extra_flags: u16,
 ) -> (Vec<Run>, u64) {
     let mut runs = Vec::new();
     let mut at = 0usize;
@@ -609,11 +733,12 @@ fn build_runs(
         let n = span.nentries as usize;
         let part = &payload[at..at + n];
         at += n;
-        let flags = if span.super_root {
-            LOG_FLAG_SUPER_ROOT
-        } else {
-            0
-        };
+        let flags = extra_flags
+            | if span.super_root {
+                LOG_FLAG_SUPER_ROOT
+            } else {
+                0
+            };
         let mut summary = LogSummary {
             header: LogHeader::new(flags, first_seq + i as u64, now_ns, span.next_seg, cno),
             entries: part.iter().map(|p| p.entry).collect(),

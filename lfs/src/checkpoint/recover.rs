@@ -200,6 +200,14 @@ impl State {
         if st.segs.get(st.head.next_seg).is_clean() {
             st.segs.take(st.head.next_seg, now);
         }
+        // The cold log head of the last mount is not resumed: its
+        // segments stop being heads (and become cleanable).
+        for s in 0..st.segs.len() {
+            let active = st.segs.get(s).flags & crate::format::SU_FLAG_ACTIVE != 0;
+            if active && s != st.head.seg && s != st.head.next_seg {
+                st.segs.deactivate(s);
+            }
+        }
         st.sb.last_log_block = l.block;
         st.sb.last_seq = l.header.seq;
         st.sb.last_cno = sr.cno;
@@ -343,6 +351,11 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         history,
         next_is_snapshot: false,
         last_snapshot_built: 0,
+        gc_head: None,
+        gc_queue: Vec::new(),
+        gc_moved: HashMap::new(),
+        cp_force: BTreeSet::new(),
+        source: None,
         mods: 0,
         durable_mods: 0,
         dirty_blocks: 0,

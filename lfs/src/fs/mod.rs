@@ -17,9 +17,11 @@
 
 pub mod bmap;
 mod checkpoints;
+pub mod clean;
 pub mod dir;
 mod ops;
 pub mod query;
+mod snapshot;
 pub(crate) mod state;
 pub mod types;
 pub mod xattr;
@@ -57,6 +59,11 @@ pub struct Fs {
     report: RecoveryReport,
     read_only: bool,
     stats: Stats,
+    /// Set while a cleaning pass runs.
+    cleaning: std::sync::atomic::AtomicBool,
+    /// For a view of an older checkpoint (`open_checkpoint`): its number,
+    /// pinned in the live filesystem until this is dropped.
+    pinned: Option<u64>,
 }
 
 impl std::fmt::Debug for Fs {
@@ -81,6 +88,7 @@ impl Fs {
         if opts.read_only {
             st.read_only = Some(": mounted read-only".into());
         }
+
         log::info!(
             "mounted checkpoint {} ({} logs scanned, {} discarded, {})",
             report.cno,
@@ -92,6 +100,17 @@ impl Fs {
                 "recovered after a crash"
             }
         );
+        Fs::from_state(st, report, opts, None)
+    }
+
+    /// The filesystem over a loaded state; the checkpoint timer runs unless
+    /// it is read-only.
+    fn from_state(
+        st: State,
+        report: RecoveryReport,
+        opts: MountOptions,
+        pinned: Option<u64>,
+    ) -> Result<Arc<Fs>> {
         let fs = Arc::new(Fs {
             state: Mutex::new(st),
             ckpt: Mutex::new(()),
@@ -102,6 +121,8 @@ impl Fs {
             timer_thread: Mutex::new(None),
             report,
             stats: Stats::default(),
+            cleaning: Default::default(),
+            pinned,
         });
         if !fs.read_only {
             let weak = Arc::downgrade(&fs);
@@ -246,13 +267,15 @@ impl Fs {
             return Err(e);
         }
         st.inflight.clear();
+        st.gc_moved.clear();
         st.durable_mods = plan.mods;
         let bsz = st.bs as u64;
         Stats::add(&self.stats.checkpoints, 1);
         Stats::add(&self.stats.dev_data_bytes, plan.data_blocks * bsz);
+        Stats::add(&self.stats.gc_bytes, plan.gc_blocks * bsz);
         Stats::add(
             &self.stats.dev_meta_bytes,
-            (blocks_written - plan.data_blocks) * bsz,
+            (blocks_written - plan.data_blocks - plan.gc_blocks) * bsz,
         );
         Stats::add(&self.stats.segments_freed, plan.freed.len() as u64);
         st.dat.release_pending();
@@ -461,6 +484,23 @@ impl Fs {
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
     /// holes. Device reads happen outside the state lock.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
+        let live = self.st().source.clone();
+        let Some(live) = live else {
+            return self.read_once(ino, offset, size);
+        };
+        // A view translates through the live filesystem and cannot hold
+        // its reuse guard: it reads again if freed segments were released
+        // meanwhile (rare: at most once per superblock write).
+        loop {
+            let epoch = live.reuse_epoch();
+            let out = self.read_once(ino, offset, size)?;
+            if live.reuse_epoch() == epoch {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn read_once(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
         // The reuse guard is taken before the state lock is released (so no
         // segment can be reused between looking up an address and reading
         // it) and held without it (so `release_freed`, which takes it
@@ -580,6 +620,13 @@ impl Drop for Fs {
     fn drop(&mut self) {
         *lock(&self.timer.stop) = true;
         self.timer.wake.notify_all();
+        if let Some(cno) = self.pinned {
+            let live = lock(&self.state).source.take();
+            if let Some(live) = live {
+                live.st().history.unmount(cno);
+                log::info!("checkpoint {cno} closed");
+            }
+        }
     }
 }
 

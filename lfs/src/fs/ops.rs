@@ -678,7 +678,7 @@ impl State {
         }
         match n.bmap.get(b) {
             0 => None,
-            v => Some(self.dat.phys(v)),
+            v => Some(self.phys_of(v)),
         }
     }
 
@@ -706,7 +706,7 @@ impl State {
                 } else if v == 0 {
                     Source::Zero
                 } else {
-                    Source::Dev(self.dat.phys(v))
+                    Source::Dev(self.phys_of(v))
                 }
             };
             out.push(src);
@@ -765,7 +765,7 @@ impl State {
             }
             let v = self.node(ino)?.bmap.get(b);
             if v != 0 {
-                out.push((b, self.dat.phys(v)));
+                out.push((b, self.phys_of(v)));
             }
         }
         Ok(out)

@@ -84,6 +84,20 @@ pub(crate) struct State {
     pub next_is_snapshot: bool,
     /// The last checkpoint built as a snapshot by `next_is_snapshot`.
     pub last_snapshot_built: u64,
+    /// The cold log head cleaning writes moved blocks to (none until the
+    /// first cleaning after mount).
+    pub gc_head: Option<Head>,
+    /// Blocks cleaning read, for the next checkpoint to move.
+    pub gc_queue: Vec<crate::fs::clean::GcBlock>,
+    /// New address → old address of blocks moved by the checkpoint in
+    /// flight: reads use the old copy until the new one is on disk.
+    pub gc_moved: HashMap<u64, u64>,
+    /// Checkpoint file blocks cleaning asked to rewrite.
+    pub cp_force: BTreeSet<u64>,
+    /// For a read-only view of an older checkpoint while the filesystem is
+    /// mounted: the live filesystem, which translates virtual blocks (its
+    /// DAT follows cleaning).
+    pub source: Option<Arc<crate::fs::Fs>>,
     /// Incremented by every change; a checkpoint covers the value it saw.
     pub mods: u64,
     /// `mods` covered by the last durable checkpoint.
@@ -144,9 +158,23 @@ impl State {
         Ok(b)
     }
 
+    /// Where virtual block `v` can be read now (0 if unallocated): its DAT
+    /// address, or while cleaning's checkpoint is in flight, the copy it
+    /// is moving from.
+    pub fn phys_of(&self, v: u64) -> u64 {
+        if let Some(live) = &self.source {
+            return live.translate(v);
+        }
+        let p = self.dat.phys(v);
+        self.gc_moved.get(&p).copied().unwrap_or(p)
+    }
+
     /// Reads the block that virtual block `v` maps to.
     pub fn read_virtual(&self, v: u64) -> Result<Vec<u8>> {
-        let p = self.dat.phys(v);
+        if let Some(live) = &self.source {
+            return live.read_virtual_pinned(v);
+        }
+        let p = self.phys_of(v);
         if p == 0 || p == u64::MAX {
             return Err(Error::Corrupted {
                 what: "block map",

@@ -206,6 +206,12 @@ impl Dat {
         self.free.append(&mut self.pending);
     }
 
+    /// Makes the next checkpoint rewrite DAT file block `b` (cleaning moves
+    /// it out of its segment).
+    pub fn mark_block_dirty(&mut self, b: u64) {
+        self.dirty.insert(b);
+    }
+
     /// File blocks of the DAT that changed since the last call.
     pub fn take_dirty(&mut self) -> BTreeSet<u64> {
         std::mem::take(&mut self.dirty)

@@ -88,6 +88,28 @@ pub fn plan(
     blocks_per_segment: u64,
     clean: &[u64],
 ) -> Option<Layout> {
+    plan_logs(
+        head,
+        n,
+        true,
+        block_size,
+        seg_start,
+        blocks_per_segment,
+        clean,
+    )
+}
+
+/// [`plan`], with the super root at the end only if `super_root` (the
+/// cold log head of cleaning writes logs without one).
+pub fn plan_logs(
+    head: Head,
+    n: u64,
+    super_root: bool,
+    block_size: usize,
+    seg_start: impl Fn(u64) -> u64,
+    blocks_per_segment: u64,
+    clean: &[u64],
+) -> Option<Layout> {
     let mut clean = clean.iter().copied();
     let mut taken = Vec::new();
     let mut left = Vec::new();
@@ -102,13 +124,13 @@ pub fn plan(
                 LogHeader::summary_blocks_for(e as usize, block_size) as u64 + e + u64::from(sr)
                     <= room
             };
-            if fit(remaining, true) {
+            if fit(remaining, super_root) {
                 let span = Span {
                     seg: h.seg,
                     start: h.block,
                     nsummary: LogHeader::summary_blocks_for(remaining as usize, block_size) as u64,
                     nentries: remaining,
-                    super_root: true,
+                    super_root,
                     next_seg: h.next_seg,
                 };
                 h.block += span.nblocks();
@@ -202,5 +224,22 @@ mod tests {
         assert_eq!(l.taken, vec![2, 3, 4]);
         assert_eq!(l.head.seg, 3);
         assert!(plan(h, 1000, 4096, start, 64, &[2]).is_none());
+    }
+
+    #[test]
+    fn logs_without_a_super_root() {
+        let h = Head {
+            seg: 0,
+            block: 1,
+            next_seg: 1,
+        };
+        // 63 payload blocks and a summary fill segment 0 exactly; with a
+        // super root they would not.
+        let l = plan_logs(h, 63, false, 4096, start, 64, &[2]).unwrap();
+        assert_eq!(l.spans.len(), 1);
+        assert!(!l.spans[0].super_root);
+        assert_eq!(l.head.block, 65);
+        let l = plan_logs(h, 63, true, 4096, start, 64, &[2]).unwrap();
+        assert_eq!(l.spans.len(), 2);
     }
 }

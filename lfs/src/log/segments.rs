@@ -174,6 +174,13 @@ impl Segments {
         }
     }
 
+    /// Makes the next checkpoint rewrite usage file block `b` (cleaning
+    /// moves it out of its segment).
+    pub fn mark_block_dirty(&mut self, b: u64) {
+        self.dirty.insert(b);
+        self.dirty.insert(0);
+    }
+
     fn mark(&mut self, s: u64) {
         self.dirty.insert((s + 1) / self.per_block);
         self.dirty.insert(0);

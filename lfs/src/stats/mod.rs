@@ -79,6 +79,13 @@ pub struct Stats {
     /// Device bytes written for everything else (indirect, directory and
     /// metadata blocks, summaries, super roots, superblocks).
     pub dev_meta_bytes: AtomicU64,
+    /// Device bytes written to the cold log by cleaning (moved blocks and
+    /// their summaries).
+    pub gc_bytes: AtomicU64,
+    /// Cleaning passes that moved blocks or freed segments.
+    pub gc_passes: AtomicU64,
+    /// Blocks cleaning moved.
+    pub gc_blocks_moved: AtomicU64,
     /// Checkpoints written.
     pub checkpoints: AtomicU64,
     /// fsync and fdatasync calls.
@@ -120,6 +127,9 @@ impl Stats {
                 ("user_bytes_written", g(&self.user_bytes)),
                 ("device_data_bytes_written", g(&self.dev_data_bytes)),
                 ("device_meta_bytes_written", g(&self.dev_meta_bytes)),
+                ("device_gc_bytes_written", g(&self.gc_bytes)),
+                ("gc_passes", g(&self.gc_passes)),
+                ("gc_blocks_moved", g(&self.gc_blocks_moved)),
                 ("checkpoints", g(&self.checkpoints)),
                 ("fsyncs", g(&self.fsyncs)),
                 ("throttle_waits", g(&self.throttle_waits)),

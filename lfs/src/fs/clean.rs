@@ -1,0 +1,246 @@
+//! Cleaning, the mechanism (DESIGN §7): make chosen segments clean by
+//! moving their live blocks to the cold log head.
+//!
+//! The policy (which segments, when) is cleanerd's. One pass:
+//! 1. delete the plain checkpoints older than the protection period, so
+//!    that what only they kept is dead (`checkpoint::history`);
+//! 2. check the segments (in range, dirty, not a log head), with the
+//!    checkpoint lock held for a moment so that no checkpoint is being
+//!    written into them;
+//! 3. read their summaries and the live blocks with no lock held: writers
+//!    and fsync never wait for cleaning's reads (seed 004);
+//! 4. under the state lock, keep the blocks that are still where they were
+//!    and queue them; metadata blocks of the DAT, checkpoint and segment
+//!    usage files are simply marked for rewriting;
+//! 5. write a checkpoint, which puts the queued blocks in the cold log
+//!    (logs flagged GC, without a super root), points their DAT entries at
+//!    the new copies and frees the emptied segments.
+//!
+//! A second pass while one runs gets Busy.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::format::{BlockKind, CPFILE_INO, DAT_INO, SUFILE_INO};
+use crate::fs::state::read_block;
+use crate::fs::{lock, Fs};
+use crate::inspect::dump_segment;
+use crate::stats::Stats;
+use crate::{Error, Result};
+
+/// A live block cleaning read, waiting for the next checkpoint to move it.
+#[derive(Debug, Clone)]
+pub(crate) struct GcBlock {
+    /// Virtual block number.
+    pub vblock: u64,
+    /// Where it was read from.
+    pub from: u64,
+    /// Owner and offset, for the new log's summary.
+    pub ino: u64,
+    /// File offset (first offset it maps, for an indirect block).
+    pub offset: u64,
+    /// Kind of block.
+    pub kind: BlockKind,
+    /// Its contents.
+    pub data: Vec<u8>,
+}
+
+/// What one cleaning pass did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CleanReport {
+    /// Live blocks copied to the cold log (metadata file blocks included).
+    pub blocks_moved: u64,
+    /// Segments the pass made clean.
+    pub segments_freed: u64,
+    /// Bytes its checkpoint wrote.
+    pub bytes_written: u64,
+    /// Checkpoints deleted for being older than the protection period.
+    pub checkpoints_deleted: u64,
+    /// Blocks freed because no valid checkpoint sees them any more.
+    pub blocks_freed: u64,
+}
+
+/// A metadata-file block found live in a victim segment.
+enum MetaBlock {
+    Dat(u64),
+    Cp(u64),
+    Su(u64),
+}
+
+/// Clears the cleaning flag when a pass ends, however it ends.
+struct Running<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+impl Fs {
+    /// Cleans `segments` after deleting the plain checkpoints older than
+    /// `protection` (an empty list only deletes them). InvalidArgument for
+    /// a segment out of range; Again for one that is clean or a log head;
+    /// Busy while another pass runs. Durable on return.
+    pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
+        if self.cleaning.swap(true, Ordering::AcqRel) {
+            return Err(Error::Busy("another cleaning pass is running".into()));
+        }
+        let _running = Running(&self.cleaning);
+        let mut report = CleanReport::default();
+        let (deleted, freed) = self.delete_checkpoints_older_than(protection)?;
+        report.checkpoints_deleted = deleted;
+        report.blocks_freed = freed;
+        let victims: BTreeSet<u64> = segments.iter().copied().collect();
+        if victims.is_empty() {
+            return Ok(report);
+        }
+
+        // 2. Check them, with no checkpoint in flight.
+        let (dev, sb) = {
+            let _c = lock(&self.ckpt);
+            let st = self.st();
+            st.writable()?;
+            for &s in &victims {
+                if s >= st.segs.len() {
+                    return Err(Error::InvalidArgument(format!(
+                        "segment {s} is out of range (the filesystem has {})",
+                        st.segs.len()
+                    )));
+                }
+                let u = st.segs.get(s);
+                let head = Some(s) == st.gc_head.map(|h| h.seg)
+                    || Some(s) == st.gc_head.map(|h| h.next_seg);
+                if u.is_clean() {
+                    return Err(Error::Again(format!("segment {s} is clean")));
+                }
+                if u.flags & crate::format::SU_FLAG_ACTIVE != 0
+                    || s == st.head.seg
+                    || s == st.head.next_seg
+                    || head
+                {
+                    return Err(Error::Again(format!("segment {s} is a log head")));
+                }
+            }
+            (st.dev.clone(), st.sb.clone())
+        };
+
+        // 3. Summaries, without locks: the segments are full and no
+        // checkpoint writes into a dirty segment that is not a head.
+        let mut found = Vec::new();
+        for &s in &victims {
+            let d = dump_segment(dev.as_ref(), &sb, s)?;
+            for log in d.logs {
+                let first = log.block + u64::from(log.summary.header.nsummary_blocks);
+                for (i, e) in log.summary.entries.iter().enumerate() {
+                    found.push((first + i as u64, *e));
+                }
+            }
+        }
+        let bs = sb.block_size as usize;
+        let (wanted, meta, epoch) = {
+            let mut st = self.st();
+            let dat_nodes: HashSet<u64> = st.dat_map.node_addrs().map(|(_, a)| a).collect();
+            let cp_nodes: HashSet<u64> = st.cp_map.node_addrs().map(|(_, a)| a).collect();
+            let su_nodes: HashSet<u64> = st.su_map.node_addrs().map(|(_, a)| a).collect();
+            let mut wanted = Vec::new();
+            let mut meta = Vec::new();
+            for &(addr, e) in &found {
+                if e.vblock != 0 {
+                    if st.dat.phys(e.vblock) == addr {
+                        wanted.push((addr, e));
+                    }
+                    continue;
+                }
+                let (map, nodes, mk): (_, _, fn(u64) -> MetaBlock) = match e.ino {
+                    DAT_INO => (&st.dat_map, &dat_nodes, MetaBlock::Dat),
+                    CPFILE_INO => (&st.cp_map, &cp_nodes, MetaBlock::Cp),
+                    SUFILE_INO => (&st.su_map, &su_nodes, MetaBlock::Su),
+                    _ => continue,
+                };
+                let live = match e.kind {
+                    BlockKind::Data => map.get(e.offset) == addr,
+                    _ => nodes.contains(&addr),
+                };
+                if live {
+                    // Rewriting the block at `offset` rewrites the
+                    // indirect blocks on its path too.
+                    meta.push(mk(e.offset));
+                }
+            }
+            // 4a. Metadata blocks: rewritten by the next checkpoint.
+            for m in &meta {
+                match *m {
+                    MetaBlock::Dat(b) => st.dat.mark_block_dirty(b),
+                    MetaBlock::Cp(b) => {
+                        st.cp_force.insert(b);
+                    }
+                    MetaBlock::Su(b) => st.segs.mark_block_dirty(b),
+                }
+            }
+            if !meta.is_empty() {
+                st.mods += 1;
+            }
+            (wanted, meta.len() as u64, st.reuse_epoch)
+        };
+
+        // 3b. The live blocks, without locks. The victims cannot be reused
+        // meanwhile: they are not clean, and only this pass frees them.
+        let mut read = Vec::with_capacity(wanted.len());
+        for &(addr, e) in &wanted {
+            read.push((addr, e, read_block(dev.as_ref(), addr, bs)?));
+        }
+
+        // 4b. Keep what is still where it was read.
+        let want = {
+            let mut st = self.st();
+            st.writable()?;
+            if st.reuse_epoch != epoch {
+                log::debug!("segments were reused during cleaning; re-checking every block");
+            }
+            for (addr, e, data) in read {
+                if st.dat.phys(e.vblock) != addr {
+                    continue;
+                }
+                report.blocks_moved += 1;
+                st.gc_queue.push(GcBlock {
+                    vblock: e.vblock,
+                    from: addr,
+                    ino: e.ino,
+                    offset: e.offset,
+                    kind: e.kind,
+                    data,
+                });
+            }
+            report.blocks_moved += meta;
+            st.mods += 1;
+            st.mods
+        };
+
+        // 5. The checkpoint that moves them and frees the segments.
+        let before = self.stats.gc_bytes.load(Ordering::Relaxed);
+        self.checkpoint_covering(want, true)?;
+        let after = self.stats.gc_bytes.load(Ordering::Relaxed);
+        // The cold log, and the metadata blocks rewritten in place of the
+        // ones moved out.
+        report.bytes_written = after.saturating_sub(before) + meta * bs as u64;
+        {
+            let st = self.st();
+            report.segments_freed = victims
+                .iter()
+                .filter(|&&s| st.segs.get(s).is_clean())
+                .count() as u64;
+        }
+        Stats::add(&self.stats.gc_passes, 1);
+        Stats::add(&self.stats.gc_blocks_moved, report.blocks_moved);
+        log::info!(
+            "cleaned {} segment(s): {} freed, {} blocks moved, {} bytes written, {} checkpoint(s) deleted",
+            victims.len(),
+            report.segments_freed,
+            report.blocks_moved,
+            report.bytes_written,
+            report.checkpoints_deleted
+        );
+        Ok(report)
+    }
+}

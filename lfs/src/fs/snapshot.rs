@@ -1,0 +1,174 @@
+//! Read-only views of older checkpoints.
+//!
+//! * [`Fs::open_checkpoint`]: while the filesystem is mounted, a view of
+//!   checkpoint `cno` served from the same device. The view reads the
+//!   checkpoint's inode file and everything below it through the live
+//!   filesystem's DAT (which cleaning keeps up to date), and the checkpoint
+//!   is pinned: it cannot be deleted, nor stop being a snapshot, until the
+//!   view is dropped.
+//! * [`Fs::mount_checkpoint`]: an unmounted device's checkpoint `cno`,
+//!   read-only, with nothing else running.
+//!
+//! Every change through a view fails with ReadOnly.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crate::blockdev::BlockDevice;
+use crate::checkpoint::recover::RecoveryReport;
+use crate::format::{CheckpointEntry, MetaKind, FIRST_USER_INO, INODE_SIZE};
+use crate::fs::bmap::BlockMap;
+use crate::fs::state::State;
+use crate::fs::Fs;
+use crate::log::dat::Dat;
+use crate::{Error, Result};
+
+impl State {
+    /// The entry of valid checkpoint `cno`.
+    pub(crate) fn checkpoint_entry(&self, cno: u64) -> Result<CheckpointEntry> {
+        if self.history.get(cno).is_none() {
+            return Err(Error::NotFound);
+        }
+        let (b, off) = MetaKind::Cpfile.locate(cno, self.bs);
+        let blk = self.cp_block(b)?;
+        CheckpointEntry::decode(&blk[off..off + MetaKind::Cpfile.record_size()]).map_err(|source| {
+            Error::Corrupted {
+                what: "checkpoint entry",
+                location: format!("checkpoint {cno}"),
+                source,
+            }
+        })
+    }
+
+    /// Points this (read-only) state at checkpoint `entry`'s tree.
+    fn switch_to(&mut self, entry: &CheckpointEntry) -> Result<()> {
+        self.cno = entry.cno;
+        self.ifile = entry.ifile.clone();
+        self.next_ino = (self.ifile.size / INODE_SIZE as u64).max(FIRST_USER_INO);
+        self.inodes_count = entry.inodes_count;
+        self.ifile_blocks.clear();
+        self.nodes.clear();
+        self.read_only = Some(format!(": checkpoint {} is mounted read-only", entry.cno));
+        self.ifile_map = self.load_bmap(&entry.ifile.clone())?;
+        Ok(())
+    }
+}
+
+impl Fs {
+    /// Where virtual block `v` of the live filesystem can be read now.
+    pub(crate) fn translate(&self, v: u64) -> u64 {
+        self.st().phys_of(v)
+    }
+
+    /// Reads virtual block `v` with the state lock held, so that its
+    /// segment cannot be reused during the read (for views: metadata
+    /// blocks, read once and cached by the view).
+    pub(crate) fn read_virtual_pinned(&self, v: u64) -> Result<Vec<u8>> {
+        self.st().read_virtual(v)
+    }
+
+    /// Changes each time freed segments become reusable: a view's read is
+    /// trusted only if this did not change across it.
+    pub(crate) fn reuse_epoch(&self) -> u64 {
+        self.st().reuse_epoch
+    }
+
+    /// A read-only view of valid checkpoint `cno`, pinned until dropped.
+    /// NotFound if there is no such checkpoint.
+    pub fn open_checkpoint(self: &Arc<Self>, cno: u64) -> Result<Arc<Fs>> {
+        let view = {
+            let mut st = self.st();
+            let entry = st.checkpoint_entry(cno)?;
+            st.history.mount(cno)?;
+            let mut v = State {
+                dev: st.dev.clone(),
+                sb: st.sb.clone(),
+                sb_gens: st.sb_gens,
+                bs: st.bs,
+                seed: st.seed,
+                cno,
+                seq: st.seq,
+                head: st.head,
+                dat: Dat::new(Vec::new(), st.bs),
+                dat_map: BlockMap::new(st.bs),
+                segs: st.segs.clone(),
+                su_map: BlockMap::new(st.bs),
+                cp_header: st.cp_header,
+                cp_map: BlockMap::new(st.bs),
+                cp_last_block: None,
+                ifile: entry.ifile.clone(),
+                ifile_map: BlockMap::new(st.bs),
+                ifile_blocks: HashMap::new(),
+                ifile_dirty: BTreeSet::new(),
+                next_ino: 0,
+                free_inos: BTreeSet::new(),
+                pending_inos: Vec::new(),
+                nodes: HashMap::new(),
+                inflight: HashMap::new(),
+                freed_phys: Vec::new(),
+                history: st.history.clone(),
+                next_is_snapshot: false,
+                last_snapshot_built: 0,
+                gc_head: None,
+                gc_queue: Vec::new(),
+                gc_moved: HashMap::new(),
+                cp_force: BTreeSet::new(),
+                source: None,
+                mods: 0,
+                durable_mods: 0,
+                dirty_blocks: 0,
+                inodes_count: 0,
+                read_only: None,
+                nongc_ctime_ns: st.nongc_ctime_ns,
+                sb_written_cno: st.sb_written_cno,
+                reuse_epoch: 0,
+                last_ctime_ns: entry.ctime_ns,
+            };
+            drop(st);
+            v.source = Some(self.clone());
+            // Loading the tree reads through the live filesystem (it takes
+            // its lock), so not with that lock held.
+            match v.switch_to(&entry) {
+                Ok(()) => v,
+                Err(e) => {
+                    self.st().history.unmount(cno);
+                    return Err(e);
+                }
+            }
+        };
+        let report = RecoveryReport {
+            cno,
+            logs_scanned: 0,
+            logs_discarded: 0,
+            was_clean: true,
+        };
+        log::info!("checkpoint {cno} opened read-only");
+        let fs = Fs::from_state(view, report, read_only_opts(), Some(cno))?;
+        Ok(fs)
+    }
+
+    /// Mounts checkpoint `cno` of the unmounted device `dev` read-only.
+    /// NotFound if it is not a valid checkpoint.
+    pub fn mount_checkpoint(dev: Arc<dyn BlockDevice>, cno: u64) -> Result<Arc<Fs>> {
+        let (mut st, report) = State::recover(dev, true)?;
+        let entry = st.checkpoint_entry(cno)?;
+        st.switch_to(&entry)?;
+        log::info!(
+            "mounted checkpoint {cno} read-only (the latest is {})",
+            report.cno
+        );
+        Fs::from_state(st, report, read_only_opts(), None)
+    }
+
+    /// The checkpoint this filesystem is a view of, if it is one.
+    pub fn viewed_checkpoint(&self) -> Option<u64> {
+        self.pinned
+    }
+}
+
+fn read_only_opts() -> crate::fs::MountOptions {
+    crate::fs::MountOptions {
+        read_only: true,
+        ..crate::fs::MountOptions::default()
+    }
+}
