@@ -129,6 +129,24 @@ enum Command {
         #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
         args: Vec<String>,
     },
+    /// Mount a checkpoint read-only beside the live filesystem (served by its fsd).
+    Mount {
+        /// The checkpoint (fsctl lscp lists them).
+        cno: u64,
+        /// An existing directory.
+        mountpoint: PathBuf,
+        /// Mount point, path inside it, control socket or device of the live filesystem
+        /// (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Unmount a checkpoint mounted by fsctl mount.
+    Umount {
+        /// Where it is mounted.
+        mountpoint: PathBuf,
+        /// The live filesystem's mount point, control socket or device (default: found from
+        /// the mount point).
+        target: Option<PathBuf>,
+    },
     /// Show where the space of a mounted filesystem went.
     Df {
         /// Print JSON instead of text.
@@ -207,6 +225,14 @@ fn main() -> ExitCode {
         } => cmd::checkpoints::mkcp(target.as_deref(), *snapshot, *print),
         Command::Chcp { mode, args } => cmd::checkpoints::chcp(mode, args),
         Command::Rmcp { args } => cmd::checkpoints::rmcp(args),
+        Command::Mount {
+            cno,
+            mountpoint,
+            target,
+        } => cmd::checkpoints::mount(*cno, mountpoint, target.as_deref()),
+        Command::Umount { mountpoint, target } => {
+            cmd::checkpoints::umount(mountpoint, target.as_deref())
+        }
         Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
         Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
         Command::Dumpseg {

@@ -74,11 +74,22 @@ pub fn socket_for(target: Option<&Path>) -> Result<PathBuf> {
         }
     }
     match mount_of(&path)? {
-        Some((_, source)) => default_socket_path(Path::new(&source)).map_err(|e| anyhow!(e)),
+        Some((_, source)) => {
+            default_socket_path(Path::new(live_source(&source))).map_err(|e| anyhow!(e))
+        }
         None => bail!(
             "{} is not on an lfs mount (give a mount point, a path inside one, its device or its control socket)",
             path.display()
         ),
+    }
+}
+
+/// The device of the live filesystem for a mount's source: fsd names a
+/// checkpoint it mounts beside the live one `DEVICE@CNO`.
+fn live_source(source: &str) -> &str {
+    match source.rsplit_once('@') {
+        Some((dev, cno)) if !cno.is_empty() && cno.bytes().all(|b| b.is_ascii_digit()) => dev,
+        _ => source,
     }
 }
 
@@ -116,6 +127,14 @@ mod tests {
         assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
         assert_eq!(unescape("plain"), "plain");
         assert_eq!(unescape("end\\04"), "end\\04");
+    }
+
+    #[test]
+    fn checkpoint_mounts_lead_to_the_live_filesystem() {
+        assert_eq!(live_source("/dev/vdb@12"), "/dev/vdb");
+        assert_eq!(live_source("/srv/a@b.img"), "/srv/a@b.img");
+        assert_eq!(live_source("/srv/x.img@"), "/srv/x.img@");
+        assert_eq!(live_source("/srv/x.img"), "/srv/x.img");
     }
 
     #[test]

@@ -58,7 +58,11 @@ impl std::fmt::Display for StartError {
 
 impl Control {
     /// Binds `path` and starts serving `fs`.
-    pub fn start(fs: Arc<Fs>, path: &Path) -> Result<Control, StartError> {
+    pub fn start(
+        fs: Arc<Fs>,
+        path: &Path,
+        snapshots: Arc<crate::snapshots::Snapshots>,
+    ) -> Result<Control, StartError> {
         let io_err = |e| StartError::Io(path.to_path_buf(), e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -84,7 +88,7 @@ impl Control {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
             .map_err(io_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let service = Arc::new(FsService { fs });
+        let service = Arc::new(FsService { fs, snapshots });
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
@@ -149,6 +153,7 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsServi
 
 struct FsService {
     fs: Arc<Fs>,
+    snapshots: Arc<crate::snapshots::Snapshots>,
 }
 
 /// The errno for an engine error.
@@ -358,6 +363,22 @@ impl Service for FsService {
             checkpoints_deleted: rep.checkpoints_deleted,
             blocks_freed: rep.blocks_freed,
         })
+    }
+
+    fn mount_checkpoint(&self, _: &Peer, r: MountCheckpoint) -> Result<Done, i32> {
+        self.snapshots.mount(r.cno, &r.path).map_err(|e| {
+            warn!("mount of checkpoint {} refused: {}", r.cno, e.why);
+            e.errno
+        })?;
+        Ok(Done)
+    }
+
+    fn umount_checkpoint(&self, _: &Peer, r: UmountCheckpoint) -> Result<Done, i32> {
+        self.snapshots.umount(&r.path).map_err(|e| {
+            warn!("unmount refused: {}", e.why);
+            e.errno
+        })?;
+        Ok(Done)
     }
 
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {

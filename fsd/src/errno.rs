@@ -19,6 +19,8 @@ impl Errno {
     pub const ERANGE: Errno = Errno(Nix::ERANGE);
     /// An argument the engine never sees is invalid (unknown flags).
     pub const EINVAL: Errno = Errno(Nix::EINVAL);
+    /// Not supported (POSIX ACLs).
+    pub const EOPNOTSUPP: Errno = Errno(Nix::EOPNOTSUPP);
     /// Permission denied (the `access` check).
     pub const EACCES: Errno = Errno(Nix::EACCES);
 

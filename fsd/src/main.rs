@@ -12,6 +12,7 @@ mod errno;
 mod fuse;
 mod options;
 mod signals;
+mod snapshots;
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -165,9 +166,26 @@ fn run(args: &Args) -> Result<(), Failure> {
         checkpoint_interval: config.checkpoint_interval,
         dirty_limit_bytes: config.dirty_limit,
     };
-    let fs = Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?;
+    let fs = match flags.checkpoint {
+        Some(cno) => Fs::mount_checkpoint(dev, cno).map_err(|e| match e {
+            lfs::Error::NotFound => fail(
+                Exit::Usage,
+                anyhow!(
+                    "{}: checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)",
+                    device.display()
+                ),
+            ),
+            e => mount_failure(device, true, e),
+        })?,
+        None => Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?,
+    };
 
-    let control = match control::Control::start(Arc::clone(&fs), &socket) {
+    let snapshots = Arc::new(snapshots::Snapshots::new(
+        Arc::clone(&fs),
+        device,
+        flags.allow_other,
+    ));
+    let control = match control::Control::start(Arc::clone(&fs), &socket, Arc::clone(&snapshots)) {
         Ok(c) => c,
         Err(e) => {
             let code = match e {
@@ -229,10 +247,10 @@ fn run(args: &Args) -> Result<(), Failure> {
         "mounted {} on {} ({}, {} request threads, block size {})",
         device.display(),
         mountpoint.display(),
-        if flags.read_only {
-            "read-only"
-        } else {
-            "read-write"
+        match (flags.checkpoint, flags.read_only) {
+            (Some(c), _) => format!("checkpoint {c}, read-only"),
+            (None, true) => "read-only".to_string(),
+            (None, false) => "read-write".to_string(),
         },
         config.threads,
         fs.block_size()
@@ -241,6 +259,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let served = session.run();
     signal_thread.stop();
     control.stop();
+    snapshots.umount_all();
     if let Err(e) = &served {
         error!("the FUSE session ended with an error: {e}");
     }

@@ -10,7 +10,7 @@ use nix::errno::Errno;
 use crate::config::Config;
 
 /// The `-o` options fsd knows.
-pub const MOUNT_OPTIONS: &[&str] = &["ro", "rw", "allow_other", "default_permissions"];
+pub const MOUNT_OPTIONS: &[&str] = &["ro", "rw", "cp=CNO", "allow_other", "default_permissions"];
 
 /// What `-o` asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub struct MountFlags {
     pub default_permissions: bool,
     /// True if `allow_other` forced `default_permissions` on.
     pub forced_default_permissions: bool,
+    /// `cp=CNO`: mount that older checkpoint (read-only) instead of the
+    /// latest state.
+    pub checkpoint: Option<u64>,
 }
 
 impl MountFlags {
@@ -53,6 +56,17 @@ pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
             "rw" => flags.read_only = false,
             "allow_other" => flags.allow_other = true,
             "default_permissions" => flags.default_permissions = true,
+            cp if cp.starts_with("cp=") => {
+                let n = &cp[3..];
+                match n.parse::<u64>() {
+                    Ok(c) if c > 0 => flags.checkpoint = Some(c),
+                    _ => {
+                        return Err(format!(
+                            "-o {cp}: {n:?} is not a checkpoint number (1 or more; see fsctl lscp)"
+                        ))
+                    }
+                }
+            }
             other => {
                 return Err(format!(
                     "unknown mount option {other:?} in -o (fsd knows {})",
@@ -68,6 +82,13 @@ pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
     if flags.allow_other && !flags.default_permissions {
         flags.default_permissions = true;
         flags.forced_default_permissions = true;
+    }
+    if let Some(c) = flags.checkpoint {
+        if !flags.read_only {
+            return Err(format!(
+                "-o cp={c} needs -o ro: an older checkpoint can only be mounted read-only"
+            ));
+        }
     }
     Ok(flags)
 }
@@ -204,6 +225,18 @@ mod tests {
     }
 
     #[test]
+    fn checkpoint_needs_ro_and_a_number() {
+        assert_eq!(opts(&["ro,cp=12"]).unwrap().checkpoint, Some(12));
+        assert!(opts(&["cp=12"]).unwrap_err().contains("needs -o ro"));
+        assert!(opts(&["ro,cp=0"])
+            .unwrap_err()
+            .contains("not a checkpoint number"));
+        assert!(opts(&["ro,cp=x"])
+            .unwrap_err()
+            .contains("not a checkpoint number"));
+    }
+
+    #[test]
     fn allow_other_forces_default_permissions() {
         let f = opts(&["allow_other"]).unwrap();
         assert!(f.allow_other && f.default_permissions && f.forced_default_permissions);
@@ -218,7 +251,7 @@ mod tests {
         let e = opts(&["ro,noatime"]).unwrap_err();
         assert!(e.contains("\"noatime\""), "{e}");
         assert!(
-            e.contains("ro, rw, allow_other, default_permissions"),
+            e.contains("ro, rw, cp=CNO, allow_other, default_permissions"),
             "{e}"
         );
     }

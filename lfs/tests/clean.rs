@@ -243,3 +243,29 @@ fn bad_requests_are_refused() {
     assert_eq!(r.blocks_moved, 0);
     fs.unmount().unwrap();
 }
+
+#[test]
+fn a_checkpoint_view_sees_the_attributes_of_its_time() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o100600, 0, 0, 0).unwrap();
+    fs.write(f.ino, 0, b"hello").unwrap();
+    let set = |m| lfs::fs::SetAttr {
+        mode: Some(m),
+        ..lfs::fs::SetAttr::default()
+    };
+    fs.setattr(f.ino, &set(0o755)).unwrap();
+    let snap = fs.make_checkpoint(false).unwrap();
+    fs.change_cpmode(snap, true).unwrap();
+    fs.setattr(f.ino, &set(0o644)).unwrap();
+    fs.sync().unwrap();
+    let view = fs.open_checkpoint(snap).unwrap();
+    assert_eq!(view.getattr(f.ino).unwrap().mode & 0o7777, 0o755);
+    assert_eq!(fs.getattr(f.ino).unwrap().mode & 0o7777, 0o644);
+    assert!(matches!(
+        view.setattr(f.ino, &set(0o600)),
+        Err(Error::ReadOnly(_))
+    ));
+    drop(view);
+    fs.unmount().unwrap();
+}

@@ -150,6 +150,20 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
         },
     ));
 
+    requests.extend(req(
+        14,
+        &MountCheckpoint {
+            cno: 4,
+            path: "/mnt/snap".into(),
+        },
+    ));
+    requests.extend(req(
+        15,
+        &UmountCheckpoint {
+            path: "/mnt/snap".into(),
+        },
+    ));
+
     let mut replies = Vec::new();
     replies.extend(rep::<GetSustat>(
         1,
@@ -255,6 +269,8 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
         },
     ));
     replies.extend(rep::<SetSuinfo>(13, &Done));
+    replies.extend(rep::<MountCheckpoint>(14, &Done));
+    replies.extend(rep::<UmountCheckpoint>(15, &Done));
 
     let sustat_reply = rep::<GetSustat>(1, &Sustat::default());
     let suinfo = req(2, &GetSuinfo { start: 0, count: 1 });

@@ -29,6 +29,8 @@
 //! | `0x80004c92` | GET_DF | R | 0x92 | 0 | - |
 //! | `0x00004c93` | FREEZE (reserved) | none | 0x93 | 0 | (FIFREEZE) |
 //! | `0x00004c94` | THAW (reserved) | none | 0x94 | 0 | (FITHAW) |
+//! | `0x400c4c95` | MOUNT_CHECKPOINT | W | 0x95 | 12 | - |
+//! | `0x40044c96` | UMOUNT_CHECKPOINT | W | 0x96 | 4 | - |
 //!
 //! Reserved codes are not served yet: the daemon answers them ENOTTY like
 //! any unknown code. FREEZE and THAW will carry nothing.
@@ -88,6 +90,12 @@ pub const FREEZE: u32 = code!(none, 0x93);
 /// Reserved: resume writes after FREEZE. Mutating.
 pub const THAW: u32 = code!(none, 0x94);
 
+/// Mount a checkpoint read-only beside the live filesystem:
+/// `msg::MountCheckpoint`. Mutating.
+pub const MOUNT_CHECKPOINT: u32 = code!(write, 0x95, 12);
+/// Unmount it: `msg::UmountCheckpoint`. Mutating.
+pub const UMOUNT_CHECKPOINT: u32 = code!(write, 0x96, 4);
+
 /// What is known about one code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeInfo {
@@ -129,6 +137,8 @@ pub const ALL: &[CodeInfo] = &[
     info(SET_SUINFO, "SET_SUINFO", true, true),
     info(FREEZE, "FREEZE", true, false),
     info(THAW, "THAW", true, false),
+    info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
+    info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
 ];
 
 /// What this version knows about `code`.
@@ -172,6 +182,8 @@ mod tests {
             (SET_SUINFO, ioc(W, 0x8d, 4), 0x4004_4c8d),
             (FREEZE, ioc(NONE, 0x93, 0), 0x0000_4c93),
             (THAW, ioc(NONE, 0x94, 0), 0x0000_4c94),
+            (MOUNT_CHECKPOINT, ioc(W, 0x95, 12), 0x400c_4c95),
+            (UMOUNT_CHECKPOINT, ioc(W, 0x96, 4), 0x4004_4c96),
         ];
         for (code, computed, literal) in expect {
             assert_eq!(code, computed, "{:?}", name(code));
@@ -209,6 +221,14 @@ mod tests {
             CleanSegments::default().encode().len()
         );
         assert_eq!(size(SET_SUINFO), SetSuinfo::default().encode().len());
+        assert_eq!(
+            size(MOUNT_CHECKPOINT),
+            MountCheckpoint::default().encode().len()
+        );
+        assert_eq!(
+            size(UMOUNT_CHECKPOINT),
+            UmountCheckpoint::default().encode().len()
+        );
     }
 
     #[test]
@@ -227,6 +247,8 @@ mod tests {
         assert_eq!(DeleteCheckpoint::CODE, DELETE_CHECKPOINT);
         assert_eq!(CleanSegments::CODE, CLEAN_SEGMENTS);
         assert_eq!(SetSuinfo::CODE, SET_SUINFO);
+        assert_eq!(MountCheckpoint::CODE, MOUNT_CHECKPOINT);
+        assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
     }
 
     #[test]
@@ -261,7 +283,9 @@ mod tests {
                 "CLEAN_SEGMENTS",
                 "CHANGE_CPMODE",
                 "DELETE_CHECKPOINT",
-                "SET_SUINFO"
+                "SET_SUINFO",
+                "MOUNT_CHECKPOINT",
+                "UMOUNT_CHECKPOINT"
             ]
         );
         assert!(ALL.iter().filter(|i| !i.served).all(|i| i.mutating));

@@ -68,6 +68,8 @@
 //! | DELETE_CHECKPOINT | [`DeleteCheckpoint`](msg::DeleteCheckpoint) (8) | [`Done`](msg::Done) (0) |
 //! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (8 + 8 n) | [`CleanReply`](msg::CleanReply) (40) |
 //! | SET_SUINFO | [`SetSuinfo`](msg::SetSuinfo) (4 + 16 n) | [`Done`](msg::Done) (0) |
+//! | MOUNT_CHECKPOINT | [`MountCheckpoint`](msg::MountCheckpoint) (12 + n) | [`Done`](msg::Done) (0) |
+//! | UMOUNT_CHECKPOINT | [`UmountCheckpoint`](msg::UmountCheckpoint) (4 + n) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of
 //! [`msg::segments`], [`msg::checkpoints`], [`msg::stats`] and [`msg::admin`].

@@ -33,7 +33,8 @@ use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD
 use crate::msg::{
     ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, Done,
     GetCpinfo, GetCpstat, GetDf, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message,
-    Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat, Sync, SyncReply, VinfoList,
+    MountCheckpoint, Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat, Sync, SyncReply,
+    UmountCheckpoint, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -100,6 +101,10 @@ pub trait Service {
     fn clean_segments(&self, peer: &Peer, req: CleanSegments) -> Result<CleanReply, i32>;
     /// SET_SUINFO (mutating).
     fn set_suinfo(&self, peer: &Peer, req: SetSuinfo) -> Result<Done, i32>;
+    /// MOUNT_CHECKPOINT (mutating).
+    fn mount_checkpoint(&self, peer: &Peer, req: MountCheckpoint) -> Result<Done, i32>;
+    /// UMOUNT_CHECKPOINT (mutating).
+    fn umount_checkpoint(&self, peer: &Peer, req: UmountCheckpoint) -> Result<Done, i32>;
 }
 
 fn typed<R: Request>(
@@ -132,6 +137,8 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::DELETE_CHECKPOINT => typed(payload, |r| service.delete_checkpoint(peer, r)),
         codes::CLEAN_SEGMENTS => typed(payload, |r| service.clean_segments(peer, r)),
         codes::SET_SUINFO => typed(payload, |r| service.set_suinfo(peer, r)),
+        codes::MOUNT_CHECKPOINT => typed(payload, |r| service.mount_checkpoint(peer, r)),
+        codes::UMOUNT_CHECKPOINT => typed(payload, |r| service.umount_checkpoint(peer, r)),
         _ => Err(Errno::ENOTTY as i32),
     }
 }

@@ -132,6 +132,15 @@ impl Service for Dummy {
             blocks_freed: 0,
         })
     }
+    fn mount_checkpoint(&self, _: &Peer, r: MountCheckpoint) -> Result<Done, i32> {
+        if !r.path.starts_with('/') {
+            return Err(EINVAL);
+        }
+        Ok(Done)
+    }
+    fn umount_checkpoint(&self, _: &Peer, _: UmountCheckpoint) -> Result<Done, i32> {
+        Err(ENOENT)
+    }
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         if r.items.iter().any(|u| u.segnum >= 1000) {
             return Err(EINVAL);
@@ -385,6 +394,13 @@ fn every_request_round_trips() {
         }],
     };
     assert_eq!(c.call(&u).unwrap_err().errno(), Some(EINVAL));
+    let m = MountCheckpoint {
+        cno: 2,
+        path: "relative".into(),
+    };
+    assert_eq!(c.call(&m).unwrap_err().errno(), Some(EINVAL));
+    let u = UmountCheckpoint { path: "/x".into() };
+    assert_eq!(c.call(&u).unwrap_err().errno(), Some(ENOENT));
 }
 
 #[test]

@@ -218,6 +218,57 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     Ok(if failed { Exit::Error } else { Exit::Ok })
 }
 
+/// `fsctl mount CNO MOUNTPOINT [TARGET]`: the running fsd mounts
+/// checkpoint `cno` read-only at `mountpoint`.
+pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
+    let mp = std::fs::canonicalize(mountpoint)
+        .with_context(|| format!("mount point {}", mountpoint.display()))?;
+    if !mp.is_dir() {
+        bail!("mount point {} is not a directory", mp.display());
+    }
+    let path = mp
+        .to_str()
+        .ok_or_else(|| anyhow!("mount point {} is not valid UTF-8", mp.display()))?
+        .to_string();
+    let mut c = connect(target)?;
+    match c.call(&MountCheckpoint { cno, path }) {
+        Ok(Done) => Ok(Exit::Ok),
+        Err(e) if e.errno() == Some(ENOENT) => {
+            bail!("checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)")
+        }
+        Err(e) if e.errno() == Some(EBUSY) => {
+            bail!("a checkpoint is already mounted on {}", mp.display())
+        }
+        Err(e) => Err(e).with_context(|| {
+            format!(
+                "mounting checkpoint {cno} on {} (MOUNT_CHECKPOINT)",
+                mp.display()
+            )
+        }),
+    }
+}
+
+/// `fsctl umount MOUNTPOINT [TARGET]`: unmounts a checkpoint mounted by
+/// `fsctl mount` (the target defaults to the mount point itself, which
+/// leads to the live filesystem's fsd).
+pub fn umount(mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
+    let mp = std::fs::canonicalize(mountpoint)
+        .with_context(|| format!("mount point {}", mountpoint.display()))?;
+    let path = mp
+        .to_str()
+        .ok_or_else(|| anyhow!("mount point {} is not valid UTF-8", mp.display()))?
+        .to_string();
+    let mut c = connect(Some(target.unwrap_or(&mp)))?;
+    match c.call(&UmountCheckpoint { path }) {
+        Ok(Done) => Ok(Exit::Ok),
+        Err(e) if e.errno() == Some(ENOENT) => bail!(
+            "no checkpoint of this filesystem is mounted on {} (fsctl mount mounts one)",
+            mp.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("unmounting {}", mp.display())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -538,6 +538,18 @@ impl Filesystem for Adapter {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        // POSIX ACLs are not kept: refusing them (as a filesystem mounted
+        // without ACL support does) makes cp -a, tar and rsync set the
+        // mode bits instead, which stored as plain attributes they would
+        // not.
+        if name.as_bytes().starts_with(b"system.posix_acl_") {
+            debug!(
+                "setxattr {name:?} on inode {}: POSIX ACLs are not supported",
+                ino.0
+            );
+            reply.error(Errno::EOPNOTSUPP.to_fuse());
+            return;
+        }
         let res = self.fs.setxattr(ino.0, name.as_bytes(), value, flags);
         empty(reply, "setxattr", ino.0, res);
     }

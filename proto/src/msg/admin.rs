@@ -1,5 +1,6 @@
 //! Requests that change checkpoints and segments: CHANGE_CPMODE,
-//! DELETE_CHECKPOINT, CLEAN_SEGMENTS and SET_SUINFO.
+//! DELETE_CHECKPOINT, CLEAN_SEGMENTS, SET_SUINFO, MOUNT_CHECKPOINT and
+//! UMOUNT_CHECKPOINT.
 //!
 //! Byte layouts (offsets in bytes, little-endian, records packed):
 //!
@@ -19,6 +20,11 @@
 //! SetSuinfo        (request, 4 + 16 n bytes)
 //!    0 u32 n (at most 4096), then n SuUpdate:
 //!      0 u64 segnum   8 u64 last_mod (seconds since the Unix epoch)
+//!
+//! MountCheckpoint  (request, 12 + n bytes)
+//!    0 u64 cno   8 the mount point (string: u32 length at most 4096, UTF-8)
+//! UmountCheckpoint (request, 4 + n bytes)
+//!    0 the mount point (string)
 //! ```
 
 use super::{message, request, DecodeError, Reader, Record, Writer};
@@ -124,6 +130,59 @@ pub struct SetSuinfo {
 impl SetSuinfo {
     /// Most updates in one request.
     pub const MAX_ITEMS: usize = 4096;
+}
+
+/// Longest mount point path in [`MountCheckpoint`] and
+/// [`UmountCheckpoint`].
+pub const MOUNT_PATH_MAX: usize = 4096;
+
+/// Mounts checkpoint `cno` read-only at `path`, served by the running fsd
+/// as another FUSE session while the filesystem stays mounted. Changes the
+/// system: root or the owner only. ENOENT if there is no such checkpoint,
+/// EINVAL for a path that is not absolute, ENOTDIR if it is not a
+/// directory, EBUSY if something is mounted there already.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MountCheckpoint {
+    /// The checkpoint.
+    pub cno: u64,
+    /// Absolute path of an existing directory.
+    pub path: String,
+}
+
+/// Unmounts a checkpoint mounted by [`MountCheckpoint`] at `path`. ENOENT
+/// if no checkpoint of this filesystem is mounted there.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UmountCheckpoint {
+    /// The mount point given to [`MountCheckpoint`].
+    pub path: String,
+}
+
+impl Record for MountCheckpoint {
+    const WHAT: &'static str = "MountCheckpoint";
+    const MIN_SIZE: usize = 12;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.cno);
+        w.string(&self.path);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(MountCheckpoint {
+            cno: r.u64("cno")?,
+            path: r.string("path", MOUNT_PATH_MAX)?,
+        })
+    }
+}
+
+impl Record for UmountCheckpoint {
+    const WHAT: &'static str = "UmountCheckpoint";
+    const MIN_SIZE: usize = 4;
+    fn put(&self, w: &mut Writer) {
+        w.string(&self.path);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(UmountCheckpoint {
+            path: r.string("path", MOUNT_PATH_MAX)?,
+        })
+    }
 }
 
 impl Record for ChangeCpmode {
@@ -235,13 +294,17 @@ message!(
     Done,
     CleanSegments,
     CleanReply,
-    SetSuinfo
+    SetSuinfo,
+    MountCheckpoint,
+    UmountCheckpoint
 );
 request! {
     ChangeCpmode => codes::CHANGE_CPMODE, Done;
     DeleteCheckpoint => codes::DELETE_CHECKPOINT, Done;
     CleanSegments => codes::CLEAN_SEGMENTS, CleanReply;
     SetSuinfo => codes::SET_SUINFO, Done;
+    MountCheckpoint => codes::MOUNT_CHECKPOINT, Done;
+    UmountCheckpoint => codes::UMOUNT_CHECKPOINT, Done;
 }
 
 #[cfg(test)]
@@ -311,6 +374,18 @@ mod tests {
     }
 
     #[test]
+    fn mount_golden() {
+        golden(
+            &MountCheckpoint {
+                cno: 5,
+                path: "/m".into(),
+            },
+            "0500000000000000 02000000 2f6d",
+        );
+        golden(&UmountCheckpoint { path: "/m".into() }, "02000000 2f6d");
+    }
+
+    #[test]
     fn set_suinfo_golden() {
         golden(
             &SetSuinfo {
@@ -335,6 +410,8 @@ mod tests {
         ) {
             round_trip(&ChangeCpmode { cno, mode: u32::from(snapshot), flags: 0 })?;
             round_trip(&DeleteCheckpoint { cno })?;
+            round_trip(&MountCheckpoint { cno, path: format!("/mnt/{cno}") })?;
+            round_trip(&UmountCheckpoint { path: format!("/mnt/é{cno}") })?;
             round_trip(&CleanSegments { protection_s, segments })?;
             round_trip(&CleanReply {
                 blocks_moved: reply[0],
@@ -359,6 +436,8 @@ mod tests {
             canonical::<CleanSegments>(&bytes)?;
             canonical::<CleanReply>(&bytes)?;
             canonical::<SetSuinfo>(&bytes)?;
+            canonical::<MountCheckpoint>(&bytes)?;
+            canonical::<UmountCheckpoint>(&bytes)?;
         }
     }
 }

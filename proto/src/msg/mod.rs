@@ -24,7 +24,7 @@
 //! [`segments`] (GET_SUSTAT, GET_SUINFO, GET_VINFO, GET_SEG_SUMMARY),
 //! [`checkpoints`] (GET_CPSTAT, GET_CPINFO, SYNC), [`stats`] (GET_STATS,
 //! GET_DF) and [`admin`] (CHANGE_CPMODE, DELETE_CHECKPOINT, CLEAN_SEGMENTS,
-//! SET_SUINFO).
+//! SET_SUINFO, MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT).
 
 pub mod admin;
 pub mod checkpoints;
@@ -32,8 +32,8 @@ pub mod segments;
 pub mod stats;
 
 pub use admin::{
-    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, SetSuinfo, SuUpdate,
-    CPMODE_CHECKPOINT, CPMODE_SNAPSHOT,
+    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, MountCheckpoint, SetSuinfo,
+    SuUpdate, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
 };
 pub use checkpoints::{
     Cpinfo, CpinfoList, Cpstat, GetCpinfo, GetCpstat, Sync, SyncReply, CPINFO_FLAGS_KNOWN,
