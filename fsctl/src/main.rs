@@ -139,6 +139,22 @@ enum Command {
         /// (default: the current directory).
         target: Option<PathBuf>,
     },
+    /// List the paths created (A), deleted (D) and modified (M) between two checkpoints.
+    Diff {
+        /// The older checkpoint.
+        old: u64,
+        /// The newer checkpoint, or 0 for the current state.
+        new: u64,
+        /// Only below this path (absolute inside the filesystem).
+        #[arg(default_value = "/")]
+        path: String,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        #[arg(short = 't', long, value_name = "TARGET")]
+        target: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Unmount a checkpoint mounted by fsctl mount.
     Umount {
         /// Where it is mounted.
@@ -230,6 +246,13 @@ fn main() -> ExitCode {
             mountpoint,
             target,
         } => cmd::checkpoints::mount(*cno, mountpoint, target.as_deref()),
+        Command::Diff {
+            old,
+            new,
+            path,
+            target,
+            json,
+        } => cmd::checkpoints::diff(*old, *new, path, target.as_deref(), *json),
         Command::Umount { mountpoint, target } => {
             cmd::checkpoints::umount(mountpoint, target.as_deref())
         }

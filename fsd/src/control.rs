@@ -21,6 +21,9 @@ use lfs_proto::msg::*;
 use lfs_proto::server::{check_permission, dispatch, serve_connection, Handler, Peer, Service};
 use log::{debug, info, warn};
 
+/// Bytes of paths in one GET_DIFF reply (well inside the frame limit).
+const DIFF_REPLY_BYTES: usize = 768 << 10;
+
 /// Mode of the socket file: owner and group may connect.
 const SOCKET_MODE: u32 = 0o660;
 /// Mode of a socket directory fsd creates (e.g. /run/lfs).
@@ -371,6 +374,43 @@ impl Service for FsService {
             e.errno
         })?;
         Ok(Done)
+    }
+
+    fn get_diff(&self, _: &Peer, r: GetDiff) -> Result<DiffList, i32> {
+        use lfs::fs::diff::Change;
+        let all = self
+            .fs
+            .diff_checkpoints(r.old_cno, r.new_cno, r.path.as_bytes())
+            .map_err(|e| errno(&e))?;
+        // Paths sort as bytes; the reply carries those that are UTF-8
+        // (the protocol's strings), lossily converted otherwise.
+        let mut items = Vec::new();
+        let mut bytes = 0;
+        let mut more = false;
+        for (change, path) in all {
+            let path = String::from_utf8_lossy(&path).into_owned();
+            if !r.after.is_empty() && path.as_str() <= r.after.as_str() {
+                continue;
+            }
+            if bytes + path.len() + 5 > DIFF_REPLY_BYTES || items.len() == DiffList::MAX_ITEMS {
+                // Both changes of a replaced path go in the same reply.
+                while items.last().is_some_and(|i: &DiffItem| i.path == path) {
+                    items.pop();
+                }
+                more = true;
+                break;
+            }
+            bytes += path.len() + 5;
+            items.push(DiffItem {
+                change: match change {
+                    Change::Created => DIFF_CREATED,
+                    Change::Deleted => DIFF_DELETED,
+                    Change::Modified => DIFF_MODIFIED,
+                },
+                path,
+            });
+        }
+        Ok(DiffList { more, items })
     }
 
     fn umount_checkpoint(&self, _: &Peer, r: UmountCheckpoint) -> Result<Done, i32> {

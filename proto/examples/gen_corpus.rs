@@ -164,6 +164,16 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
         },
     ));
 
+    requests.extend(req(
+        16,
+        &GetDiff {
+            old_cno: 3,
+            new_cno: 0,
+            path: "/".into(),
+            after: String::new(),
+        },
+    ));
+
     let mut replies = Vec::new();
     replies.extend(rep::<GetSustat>(
         1,
@@ -271,6 +281,22 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     replies.extend(rep::<SetSuinfo>(13, &Done));
     replies.extend(rep::<MountCheckpoint>(14, &Done));
     replies.extend(rep::<UmountCheckpoint>(15, &Done));
+    replies.extend(rep::<GetDiff>(
+        16,
+        &DiffList {
+            more: false,
+            items: vec![
+                DiffItem {
+                    change: DIFF_CREATED,
+                    path: "/a".into(),
+                },
+                DiffItem {
+                    change: DIFF_MODIFIED,
+                    path: "/b".into(),
+                },
+            ],
+        },
+    ));
 
     let sustat_reply = rep::<GetSustat>(1, &Sustat::default());
     let suinfo = req(2, &GetSuinfo { start: 0, count: 1 });

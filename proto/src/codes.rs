@@ -31,6 +31,7 @@
 //! | `0x00004c94` | THAW (reserved) | none | 0x94 | 0 | (FITHAW) |
 //! | `0x400c4c95` | MOUNT_CHECKPOINT | W | 0x95 | 12 | - |
 //! | `0x40044c96` | UMOUNT_CHECKPOINT | W | 0x96 | 4 | - |
+//! | `0xc0144c97` | GET_DIFF | RW | 0x97 | 20 | - |
 //!
 //! Reserved codes are not served yet: the daemon answers them ENOTTY like
 //! any unknown code. FREEZE and THAW will carry nothing.
@@ -96,6 +97,9 @@ pub const MOUNT_CHECKPOINT: u32 = code!(write, 0x95, 12);
 /// Unmount it: `msg::UmountCheckpoint`. Mutating.
 pub const UMOUNT_CHECKPOINT: u32 = code!(write, 0x96, 4);
 
+/// Paths changed between two checkpoints: `msg::GetDiff`.
+pub const GET_DIFF: u32 = code!(readwrite, 0x97, 20);
+
 /// What is known about one code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeInfo {
@@ -139,6 +143,7 @@ pub const ALL: &[CodeInfo] = &[
     info(THAW, "THAW", true, false),
     info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
     info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
+    info(GET_DIFF, "GET_DIFF", false, true),
 ];
 
 /// What this version knows about `code`.
@@ -184,6 +189,7 @@ mod tests {
             (THAW, ioc(NONE, 0x94, 0), 0x0000_4c94),
             (MOUNT_CHECKPOINT, ioc(W, 0x95, 12), 0x400c_4c95),
             (UMOUNT_CHECKPOINT, ioc(W, 0x96, 4), 0x4004_4c96),
+            (GET_DIFF, ioc(R | W, 0x97, 20), 0xc014_4c97),
         ];
         for (code, computed, literal) in expect {
             assert_eq!(code, computed, "{:?}", name(code));
@@ -229,6 +235,8 @@ mod tests {
             size(UMOUNT_CHECKPOINT),
             UmountCheckpoint::default().encode().len()
         );
+        // The fixed part: two numbers and the first string's length.
+        assert_eq!(size(GET_DIFF), GetDiff::default().encode().len() - 4);
     }
 
     #[test]
@@ -249,6 +257,7 @@ mod tests {
         assert_eq!(SetSuinfo::CODE, SET_SUINFO);
         assert_eq!(MountCheckpoint::CODE, MOUNT_CHECKPOINT);
         assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
+        assert_eq!(GetDiff::CODE, GET_DIFF);
     }
 
     #[test]

@@ -69,6 +69,7 @@
 //! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (8 + 8 n) | [`CleanReply`](msg::CleanReply) (40) |
 //! | SET_SUINFO | [`SetSuinfo`](msg::SetSuinfo) (4 + 16 n) | [`Done`](msg::Done) (0) |
 //! | MOUNT_CHECKPOINT | [`MountCheckpoint`](msg::MountCheckpoint) (12 + n) | [`Done`](msg::Done) (0) |
+//! | GET_DIFF | [`GetDiff`](msg::GetDiff) (24 + n) | [`DiffList`](msg::DiffList) |
 //! | UMOUNT_CHECKPOINT | [`UmountCheckpoint`](msg::UmountCheckpoint) (4 + n) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of

@@ -31,10 +31,10 @@ use nix::sys::socket::{getsockopt, sockopt};
 use crate::codes::{self, info_of};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD};
 use crate::msg::{
-    ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, Done,
-    GetCpinfo, GetCpstat, GetDf, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message,
-    MountCheckpoint, Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat, Sync, SyncReply,
-    UmountCheckpoint, VinfoList,
+    ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, DiffList,
+    Done, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat,
+    GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat,
+    Sync, SyncReply, UmountCheckpoint, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -103,6 +103,8 @@ pub trait Service {
     fn set_suinfo(&self, peer: &Peer, req: SetSuinfo) -> Result<Done, i32>;
     /// MOUNT_CHECKPOINT (mutating).
     fn mount_checkpoint(&self, peer: &Peer, req: MountCheckpoint) -> Result<Done, i32>;
+    /// GET_DIFF.
+    fn get_diff(&self, peer: &Peer, req: GetDiff) -> Result<DiffList, i32>;
     /// UMOUNT_CHECKPOINT (mutating).
     fn umount_checkpoint(&self, peer: &Peer, req: UmountCheckpoint) -> Result<Done, i32>;
 }
@@ -138,6 +140,7 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::CLEAN_SEGMENTS => typed(payload, |r| service.clean_segments(peer, r)),
         codes::SET_SUINFO => typed(payload, |r| service.set_suinfo(peer, r)),
         codes::MOUNT_CHECKPOINT => typed(payload, |r| service.mount_checkpoint(peer, r)),
+        codes::GET_DIFF => typed(payload, |r| service.get_diff(peer, r)),
         codes::UMOUNT_CHECKPOINT => typed(payload, |r| service.umount_checkpoint(peer, r)),
         _ => Err(Errno::ENOTTY as i32),
     }

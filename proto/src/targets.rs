@@ -20,8 +20,8 @@ use crate::codes;
 use crate::frame::{decode_frame, Frame, FrameError, Kind};
 use crate::msg::{
     ChangeCpmode, CleanSegments, DecodeError, DeleteCheckpoint, GetCpinfo, GetCpstat, GetDf,
-    GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message, MountCheckpoint, Request,
-    SetSuinfo, Sync, UmountCheckpoint,
+    GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message, MountCheckpoint,
+    Request, SetSuinfo, Sync, UmountCheckpoint,
 };
 
 /// What the target rejected.
@@ -120,6 +120,7 @@ pub fn payload(frame: &Frame) -> Result<(), TargetError> {
         codes::DELETE_CHECKPOINT => payload_of::<DeleteCheckpoint>(frame),
         codes::CLEAN_SEGMENTS => payload_of::<CleanSegments>(frame),
         codes::SET_SUINFO => payload_of::<SetSuinfo>(frame),
+        codes::GET_DIFF => payload_of::<GetDiff>(frame),
         codes::MOUNT_CHECKPOINT => payload_of::<MountCheckpoint>(frame),
         codes::UMOUNT_CHECKPOINT => payload_of::<UmountCheckpoint>(frame),
         other => Err(TargetError::UnknownCode(other)),

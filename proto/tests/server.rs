@@ -138,6 +138,15 @@ impl Service for Dummy {
         }
         Ok(Done)
     }
+    fn get_diff(&self, _: &Peer, r: GetDiff) -> Result<DiffList, i32> {
+        Ok(DiffList {
+            more: false,
+            items: vec![DiffItem {
+                change: DIFF_CREATED,
+                path: format!("{}/{}-{}", r.path, r.old_cno, r.new_cno),
+            }],
+        })
+    }
     fn umount_checkpoint(&self, _: &Peer, _: UmountCheckpoint) -> Result<Done, i32> {
         Err(ENOENT)
     }
@@ -401,6 +410,13 @@ fn every_request_round_trips() {
     assert_eq!(c.call(&m).unwrap_err().errno(), Some(EINVAL));
     let u = UmountCheckpoint { path: "/x".into() };
     assert_eq!(c.call(&u).unwrap_err().errno(), Some(ENOENT));
+    let d = GetDiff {
+        old_cno: 3,
+        new_cno: 4,
+        path: "/p".into(),
+        after: String::new(),
+    };
+    assert_eq!(c.call(&d).unwrap().items[0].path, "/p/3-4");
 }
 
 #[test]

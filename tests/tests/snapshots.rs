@@ -94,6 +94,18 @@ fn a_snapshot_mounted_beside_the_live_filesystem_is_version_one() {
     change_to_v2(&mnt);
     let v2 = tree(&mnt);
     assert_ne!(v2, tree(&v1));
+    let cno2 = fsctl(&["mkcp", "-p", k]).assert_success().stdout;
+    let d = fsctl(&["diff", &cno, cno2.trim(), "-t", k])
+        .assert_success()
+        .stdout;
+    assert_eq!(
+        d, "M /\nM /block\nA /new\nD /one\nD /other\nD /other/x\nA /renamed\nA /renamed/x\n",
+        "fsctl diff {cno} {cno2}"
+    );
+    let d = fsctl(&["diff", &cno, "0", "/sub", "-t", k])
+        .assert_success()
+        .stdout;
+    assert_eq!(d, "", "nothing changed below /sub");
 
     fsctl(&["mount", &cno, s, k]).assert_success();
     assert_eq!(mount_type(&snap).as_deref(), Some("fuse.lfs"));

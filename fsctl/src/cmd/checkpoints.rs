@@ -269,6 +269,67 @@ pub fn umount(mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
     }
 }
 
+/// `fsctl diff OLD NEW [PATH] [--target T]`: paths created (A), deleted
+/// (D) and modified (M) from checkpoint OLD to NEW (0: the current
+/// state).
+pub fn diff(old: u64, new: u64, path: &str, target: Option<&Path>, as_json: bool) -> Result<Exit> {
+    if !path.starts_with('/') {
+        bail!("{path:?}: the path must be absolute inside the filesystem (/ for everything)");
+    }
+    let mut c = connect(target)?;
+    let mut items = Vec::new();
+    let mut after = String::new();
+    loop {
+        let r = c
+            .call(&GetDiff {
+                old_cno: old,
+                new_cno: new,
+                path: path.to_string(),
+                after: after.clone(),
+            })
+            .map_err(|e| match e.errno() {
+                Some(ENOENT) => anyhow!(
+                    "checkpoint {old} or {new} does not exist, or {path} is in neither (fsctl lscp lists checkpoints)"
+                ),
+                _ => anyhow!(e).context("comparing checkpoints (GET_DIFF)"),
+            })?;
+        let more = r.more;
+        if let Some(last) = r.items.last() {
+            after = last.path.clone();
+        }
+        items.extend(r.items);
+        if !more {
+            break;
+        }
+    }
+    let letter = |c: u8| match c {
+        DIFF_CREATED => "A",
+        DIFF_DELETED => "D",
+        _ => "M",
+    };
+    if as_json {
+        let v: Vec<_> = items
+            .iter()
+            .map(|i| {
+                serde_json::json!({"change": match i.change {
+                    DIFF_CREATED => "created", DIFF_DELETED => "deleted", _ => "modified"
+                }, "path": i.path})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"old": old, "new": new, "changes": v})
+            )?
+        );
+    } else {
+        for i in &items {
+            println!("{} {}", letter(i.change), i.path);
+        }
+    }
+    Ok(Exit::Ok)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

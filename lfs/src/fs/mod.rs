@@ -18,6 +18,7 @@
 pub mod bmap;
 mod checkpoints;
 pub mod clean;
+pub mod diff;
 pub mod dir;
 mod ops;
 pub mod query;

@@ -20,6 +20,13 @@
 //!    bits must be 0)
 //! SyncReply   (reply, 8 bytes)
 //!    0 u64 cno
+//!
+//! GetDiff     (request, 24 + n bytes)
+//!    0 u64 old_cno   8 u64 new_cno (0: the current state)   16 path (string,
+//!    at most 4096)   then after (string, at most 4096)
+//! DiffList    (reply)
+//!    0 u8 more (0 or 1)   1 u32 n (at most 65536), then n DiffItem:
+//!      0 u8 change (1 created, 2 deleted, 3 modified)   1 path (string)
 //! ```
 
 use super::{message, request, DecodeError, Reader, Record, Writer};
@@ -127,6 +134,112 @@ pub struct SyncReply {
     /// (the new one, or the last one if nothing changed and no checkpoint
     /// was forced).
     pub cno: u64,
+}
+
+/// Paths changed between two checkpoints, below `path`, sorted, from the
+/// first path after `after` (empty: from the start). A query. ENOENT if
+/// either checkpoint does not exist, or `path` is in neither.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GetDiff {
+    /// The older checkpoint.
+    pub old_cno: u64,
+    /// The newer one, 0 for the current state.
+    pub new_cno: u64,
+    /// Absolute path inside the filesystem (`/` for everything).
+    pub path: String,
+    /// Resume after this path (the last one of the previous reply).
+    pub after: String,
+}
+
+/// Longest path in [`GetDiff`] and [`DiffItem`].
+pub const DIFF_PATH_MAX: usize = 4096;
+
+/// [`DiffItem::change`]: only in the newer checkpoint.
+pub const DIFF_CREATED: u8 = 1;
+/// [`DiffItem::change`]: only in the older checkpoint.
+pub const DIFF_DELETED: u8 = 2;
+/// [`DiffItem::change`]: in both, changed.
+pub const DIFF_MODIFIED: u8 = 3;
+
+/// One changed path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiffItem {
+    /// `DIFF_*`.
+    pub change: u8,
+    /// The path.
+    pub path: String,
+}
+
+/// Reply to [`GetDiff`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DiffList {
+    /// More paths follow: ask again with `after` = the last path.
+    pub more: bool,
+    /// The paths, sorted.
+    pub items: Vec<DiffItem>,
+}
+
+impl DiffList {
+    /// Most items in one reply.
+    pub const MAX_ITEMS: usize = 1 << 16;
+}
+
+impl Record for GetDiff {
+    const WHAT: &'static str = "GetDiff";
+    const MIN_SIZE: usize = 24;
+    fn put(&self, w: &mut Writer) {
+        w.u64(self.old_cno);
+        w.u64(self.new_cno);
+        w.string(&self.path);
+        w.string(&self.after);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        Ok(GetDiff {
+            old_cno: r.u64("old_cno")?,
+            new_cno: r.u64("new_cno")?,
+            path: r.string("path", DIFF_PATH_MAX)?,
+            after: r.string("after", DIFF_PATH_MAX)?,
+        })
+    }
+}
+
+impl Record for DiffItem {
+    const WHAT: &'static str = "DiffItem";
+    const MIN_SIZE: usize = 5;
+    fn put(&self, w: &mut Writer) {
+        w.u8(self.change);
+        w.string(&self.path);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let change = r.u8("change")?;
+        if !(DIFF_CREATED..=DIFF_MODIFIED).contains(&change) {
+            return Err(r.invalid("change", u64::from(change)));
+        }
+        Ok(DiffItem {
+            change,
+            path: r.string("path", DIFF_PATH_MAX)?,
+        })
+    }
+}
+
+impl Record for DiffList {
+    const WHAT: &'static str = "DiffList";
+    const MIN_SIZE: usize = 5;
+    fn put(&self, w: &mut Writer) {
+        w.u8(u8::from(self.more));
+        w.list(&self.items);
+    }
+    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let more = match r.u8("more")? {
+            0 => false,
+            1 => true,
+            v => return Err(r.invalid("more", u64::from(v))),
+        };
+        Ok(DiffList {
+            more,
+            items: r.list("items", DiffList::MAX_ITEMS)?,
+        })
+    }
 }
 
 impl Record for GetCpstat {
@@ -243,18 +356,19 @@ impl Record for SyncReply {
     }
 }
 
-message!(GetCpstat, Cpstat, GetCpinfo, CpinfoList, Sync, SyncReply);
+message!(GetCpstat, Cpstat, GetCpinfo, CpinfoList, Sync, SyncReply, GetDiff, DiffList);
 
 request! {
     GetCpstat => codes::GET_CPSTAT, Cpstat;
     GetCpinfo => codes::GET_CPINFO, CpinfoList;
     Sync => codes::SYNC, SyncReply;
+    GetDiff => codes::GET_DIFF, DiffList;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::testing::{canonical, golden, round_trip};
+    use crate::msg::testing::{canonical, golden, hex, round_trip};
     use crate::msg::{DecodeError, Message};
     use proptest::prelude::*;
 
@@ -330,6 +444,40 @@ mod tests {
     }
 
     #[test]
+    fn diff_golden_and_bounds() {
+        golden(
+            &GetDiff {
+                old_cno: 2,
+                new_cno: 0,
+                path: "/".into(),
+                after: String::new(),
+            },
+            "0200000000000000 0000000000000000 01000000 2f 00000000",
+        );
+        golden(
+            &DiffList {
+                more: true,
+                items: vec![DiffItem {
+                    change: DIFF_MODIFIED,
+                    path: "/a".into(),
+                }],
+            },
+            "01 01000000 03 02000000 2f61",
+        );
+        assert!(matches!(
+            DiffList::decode(&hex("00 01000000 04 00000000")),
+            Err(DecodeError::InvalidField {
+                field: "change",
+                ..
+            })
+        ));
+        assert!(matches!(
+            DiffList::decode(&hex("02 00000000")),
+            Err(DecodeError::InvalidField { field: "more", .. })
+        ));
+    }
+
+    #[test]
     fn sync_golden_and_flags() {
         golden(
             &Sync {
@@ -371,6 +519,8 @@ mod tests {
             round_trip(&CpinfoList { items })?;
             round_trip(&Sync { flags: u32::from(force) })?;
             round_trip(&SyncReply { cno })?;
+            round_trip(&GetDiff { old_cno: cno, new_cno: start_cno, path: "/x".into(), after: "é".into() })?;
+            round_trip(&DiffList { more: force, items: vec![DiffItem { change: DIFF_CREATED, path: "/new".into() }] })?;
         }
 
         #[test]
@@ -381,6 +531,8 @@ mod tests {
             canonical::<CpinfoList>(&bytes)?;
             canonical::<Sync>(&bytes)?;
             canonical::<SyncReply>(&bytes)?;
+            canonical::<GetDiff>(&bytes)?;
+            canonical::<DiffList>(&bytes)?;
         }
 
         #[test]

@@ -36,9 +36,10 @@ pub use admin::{
     SuUpdate, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
 };
 pub use checkpoints::{
-    Cpinfo, CpinfoList, Cpstat, GetCpinfo, GetCpstat, Sync, SyncReply, CPINFO_FLAGS_KNOWN,
-    CPINFO_MINOR, CPINFO_SNAPSHOT, GET_CPINFO_FLAGS_KNOWN, GET_CPINFO_SNAPSHOTS_ONLY,
-    SYNC_FLAGS_KNOWN, SYNC_FORCE_CHECKPOINT,
+    Cpinfo, CpinfoList, Cpstat, DiffItem, DiffList, GetCpinfo, GetCpstat, GetDiff, Sync, SyncReply,
+    CPINFO_FLAGS_KNOWN, CPINFO_MINOR, CPINFO_SNAPSHOT, DIFF_CREATED, DIFF_DELETED, DIFF_MODIFIED,
+    DIFF_PATH_MAX, GET_CPINFO_FLAGS_KNOWN, GET_CPINFO_SNAPSHOTS_ONLY, SYNC_FLAGS_KNOWN,
+    SYNC_FORCE_CHECKPOINT,
 };
 pub use segments::{
     EntryInfo, GetSegSummary, GetSuinfo, GetSustat, GetVinfo, LogInfo, SegSummary, Suinfo,

@@ -1,0 +1,194 @@
+//! What changed between two checkpoints (`fsctl diff`): both trees walked
+//! side by side from a directory, through read-only views of the
+//! checkpoints.
+//!
+//! A path is *created* if only the newer tree has it, *deleted* if only the
+//! older one does, and *modified* if both have it as the same inode whose
+//! attributes (type, mode, owner, size, link count, times) differ. A name
+//! that now names another inode (replaced by a rename or a new file) is
+//! deleted and created. Everything below a created or deleted directory is
+//! listed too. Directories are compared by their attributes like files, so
+//! a directory whose entries changed is modified (its mtime changed).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::format::{FileType, ROOT_INO};
+use crate::fs::{Attr, Fs};
+use crate::{Error, Result};
+
+/// How a path changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Change {
+    /// Only in the newer checkpoint.
+    Created,
+    /// Only in the older checkpoint.
+    Deleted,
+    /// In both, changed.
+    Modified,
+}
+
+/// Entries of directory `ino` (without `.` and `..`): name → (inode, type).
+fn entries(fs: &Fs, ino: u64) -> Result<BTreeMap<Vec<u8>, (u64, FileType)>> {
+    let mut out = BTreeMap::new();
+    let mut cookie = 0;
+    loop {
+        let batch = fs.readdir(ino, cookie)?;
+        let Some(last) = batch.last() else { break };
+        cookie = last.cookie;
+        for e in batch {
+            if e.name != b"." && e.name != b".." {
+                out.insert(e.name, (e.ino, e.kind));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = dir.to_vec();
+    if p.last() != Some(&b'/') {
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+fn same(a: &Attr, b: &Attr) -> bool {
+    (a.mode, a.uid, a.gid, a.size, a.nlink, a.mtime, a.ctime)
+        == (b.mode, b.uid, b.gid, b.size, b.nlink, b.mtime, b.ctime)
+}
+
+/// Resolves `path` (absolute inside the filesystem) to an inode of `fs`.
+fn resolve(fs: &Fs, path: &[u8]) -> Result<Option<u64>> {
+    let mut ino = ROOT_INO;
+    for part in path.split(|&b| b == b'/').filter(|p| !p.is_empty()) {
+        match fs.lookup(ino, part) {
+            Ok(a) => ino = a.ino,
+            Err(Error::NotFound) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(ino))
+}
+
+struct Walk<'a> {
+    old: &'a Fs,
+    new: &'a Fs,
+    out: Vec<(Change, Vec<u8>)>,
+}
+
+impl Walk<'_> {
+    /// Lists `ino` of `fs` and everything below it as `change`.
+    fn all(
+        &mut self,
+        fs: &Fs,
+        ino: u64,
+        kind: FileType,
+        path: Vec<u8>,
+        change: Change,
+    ) -> Result<()> {
+        if kind == FileType::Directory {
+            for (name, (child, k)) in entries(fs, ino)? {
+                self.all(fs, child, k, join(&path, &name), change)?;
+            }
+        }
+        self.out.push((change, path));
+        Ok(())
+    }
+
+    /// Compares directory `a` of the old tree with `b` of the new one.
+    fn dirs(&mut self, a: u64, b: u64, path: &[u8]) -> Result<()> {
+        let ea = entries(self.old, a)?;
+        let eb = entries(self.new, b)?;
+        for (name, &(ia, ka)) in &ea {
+            let p = join(path, name);
+            match eb.get(name) {
+                None => self.all(self.old, ia, ka, p, Change::Deleted)?,
+                Some(&(ib, kb)) if ib != ia || kb != ka => {
+                    self.all(self.old, ia, ka, p.clone(), Change::Deleted)?;
+                    self.all(self.new, ib, kb, p, Change::Created)?;
+                }
+                Some(&(ib, _)) => {
+                    if !same(&self.old.getattr(ia)?, &self.new.getattr(ib)?) {
+                        self.out.push((Change::Modified, p.clone()));
+                    }
+                    if ka == FileType::Directory {
+                        self.dirs(ia, ib, &p)?;
+                    }
+                }
+            }
+        }
+        for (name, &(ib, kb)) in &eb {
+            if !ea.contains_key(name) {
+                self.all(self.new, ib, kb, join(path, name), Change::Created)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The changes from `old` to `new` below `path` (absolute, `/` for the
+/// whole tree), sorted by path. NotFound if `path` is in neither.
+pub fn diff(old: &Fs, new: &Fs, path: &[u8]) -> Result<Vec<(Change, Vec<u8>)>> {
+    let path: Vec<u8> = if path.is_empty() {
+        b"/".to_vec()
+    } else {
+        path.to_vec()
+    };
+    let mut w = Walk {
+        old,
+        new,
+        out: Vec::new(),
+    };
+    match (resolve(old, &path)?, resolve(new, &path)?) {
+        (None, None) => return Err(Error::NotFound),
+        (Some(a), None) => {
+            let k = kind_of(&old.getattr(a)?);
+            w.all(old, a, k, path, Change::Deleted)?;
+        }
+        (None, Some(b)) => {
+            let k = kind_of(&new.getattr(b)?);
+            w.all(new, b, k, path, Change::Created)?;
+        }
+        (Some(a), Some(b)) => {
+            let (aa, ab) = (old.getattr(a)?, new.getattr(b)?);
+            let (ka, kb) = (kind_of(&aa), kind_of(&ab));
+            if a != b || ka != kb {
+                w.all(old, a, ka, path.clone(), Change::Deleted)?;
+                w.all(new, b, kb, path, Change::Created)?;
+            } else {
+                if !same(&aa, &ab) {
+                    w.out.push((Change::Modified, path.clone()));
+                }
+                if ka == FileType::Directory {
+                    w.dirs(a, b, &path)?;
+                }
+            }
+        }
+    }
+    w.out.sort_by(|x, y| x.1.cmp(&y.1).then(x.0.cmp(&y.0)));
+    Ok(w.out)
+}
+
+fn kind_of(a: &Attr) -> FileType {
+    crate::fs::file_type_of_mode(a.mode).unwrap_or(FileType::Regular)
+}
+
+impl Fs {
+    /// [`diff`] between checkpoints `old` and `new` of this (mounted)
+    /// filesystem; `new` may be 0 for the current state.
+    pub fn diff_checkpoints(
+        self: &Arc<Self>,
+        old: u64,
+        new: u64,
+        path: &[u8],
+    ) -> Result<Vec<(Change, Vec<u8>)>> {
+        let a = self.open_checkpoint(old)?;
+        if new == 0 {
+            return diff(&a, self, path);
+        }
+        let b = self.open_checkpoint(new)?;
+        diff(&a, &b, path)
+    }
+}
