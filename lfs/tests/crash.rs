@@ -1,5 +1,6 @@
-//! Crash tests on FaultDevice: a scripted workload with fsyncs, crashed at
-//! every one of its writes under several ways of losing unflushed writes.
+//! Crash tests on FaultDevice: a scripted workload with fsyncs, snapshot
+//! changes, checkpoint deletion and a cleaning pass, crashed at every one of
+//! its writes under several ways of losing unflushed writes.
 //! After each crash the image must mount and show exactly the state of the
 //! last acknowledged fsync or of the checkpoint that was being written.
 
@@ -116,6 +117,32 @@ fn workload(fs: &Fs, acked: &mut Vec<Tree>) -> lfs::Result<()> {
         fs.sync()?;
         acked.push(tree(fs)?);
     }
+    // Checkpoint history and cleaning: a snapshot, overwrites, the old
+    // checkpoints deleted, then a cleaning pass over the emptiest segments;
+    // each is durable when it returns.
+    let snap = fs.make_checkpoint(true)?;
+    acked.push(tree(fs)?);
+    fs.write(files[5], 0, &pattern(77, 60_000))?;
+    fs.sync()?;
+    acked.push(tree(fs)?);
+    fs.change_cpmode(snap, false)?;
+    fs.delete_checkpoints_older_than(Duration::ZERO)?;
+    acked.push(tree(fs)?);
+    let (usage, _) = fs.segment_usage();
+    let mut victims: Vec<(u32, u64)> = usage
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| !u.is_clean() && u.flags & lfs::format::SU_FLAG_ACTIVE == 0)
+        .map(|(s, u)| (u.nlive, s as u64))
+        .collect();
+    victims.sort_unstable();
+    let victims: Vec<u64> = victims.into_iter().take(3).map(|(_, s)| s).collect();
+    let rep = fs.clean_segments(&victims, Duration::ZERO)?;
+    assert!(
+        rep.blocks_moved > 0 && rep.segments_freed > 0,
+        "the cleaning pass did nothing: {rep:?}"
+    );
+    acked.push(tree(fs)?);
     Ok(())
 }
 
@@ -130,8 +157,11 @@ fn run(mode: CrashMode, at: Option<u64>) -> (u64, Vec<Tree>, Result<Tree, String
     // and may be where the crash hits.
     let mut acked = vec![Tree::new()];
     if let Ok(fs) = Fs::mount(dev, opts()) {
-        let _ = workload(&fs, &mut acked);
+        let r = workload(&fs, &mut acked);
         if at.is_none() {
+            // Without a crash every step must succeed, or the crash points
+            // would not cover it.
+            r.unwrap_or_else(|e| panic!("the workload failed without a crash: {e}"));
             fs.unmount().unwrap();
         }
     } else {
