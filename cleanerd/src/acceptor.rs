@@ -1,5 +1,9 @@
 //! An accept loop on a Unix socket, on a thread of its own, that can be
 //! stopped: the control socket's and the test fake's.
+//!
+//! The listener is non-blocking and polled every [`POLL`], so stopping
+//! never depends on reaching the socket by its path (which someone may
+//! have removed already).
 
 use std::io;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -7,8 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use log::warn;
+
+/// How often a stopped loop notices, and how long a connection may wait
+/// to be accepted.
+pub const POLL: Duration = Duration::from_millis(20);
 
 /// The running loop. Dropping it stops it.
 #[derive(Debug)]
@@ -27,19 +36,26 @@ impl Acceptor {
         name: &str,
         on_connection: impl Fn(UnixStream) + Send + 'static,
     ) -> io::Result<Acceptor> {
+        listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = Arc::clone(&stop);
             std::thread::Builder::new()
                 .name(name.to_owned())
                 .spawn(move || {
-                    for stream in listener.incoming() {
-                        if stop.load(Ordering::SeqCst) {
-                            break;
-                        }
-                        match stream {
-                            Ok(s) => on_connection(s),
-                            Err(e) => warn!("accepting a connection: {e}"),
+                    while !stop.load(Ordering::SeqCst) {
+                        match listener.accept() {
+                            Ok((s, _)) => match s.set_nonblocking(false) {
+                                Ok(()) => on_connection(s),
+                                Err(e) => warn!("accepting a connection: {e}"),
+                            },
+                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                std::thread::sleep(POLL)
+                            }
+                            Err(e) => {
+                                warn!("accepting a connection: {e}");
+                                std::thread::sleep(POLL);
+                            }
                         }
                     }
                 })?
@@ -64,8 +80,6 @@ impl Acceptor {
 
     fn shutdown(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        // Wakes the blocked accept, which then sees the flag.
-        let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
