@@ -399,12 +399,12 @@ fn answer(
 #[non_exhaustive]
 pub enum RequestError {
     /// Nothing answers on the socket: no cleanerd runs.
-    #[error("no cleanerd is running (nothing answers on {path}: {source})")]
+    #[error("no cleanerd is running (nothing answers on {path}: {cause})")]
     NotRunning {
         /// The socket.
         path: PathBuf,
         /// Why connecting failed.
-        source: io::Error,
+        cause: io::Error,
     },
     /// The exchange failed.
     #[error("talking to cleanerd on {path}: {detail}")]
@@ -422,9 +422,9 @@ pub fn request(path: &Path, cmd: &Command) -> Result<Reply, RequestError> {
         path: path.to_path_buf(),
         detail,
     };
-    let stream = UnixStream::connect(path).map_err(|source| RequestError::NotRunning {
+    let stream = UnixStream::connect(path).map_err(|cause| RequestError::NotRunning {
         path: path.to_path_buf(),
-        source,
+        cause,
     })?;
     stream
         .set_read_timeout(Some(ANSWER_TIMEOUT + Duration::from_secs(10)))

@@ -26,12 +26,12 @@ const MOUNTINFO: &str = "/proc/self/mountinfo";
 pub enum TargetError {
     /// The target (or the mount table, or the current directory) could
     /// not be read.
-    #[error("{what}: {source}")]
+    #[error("{what}: {cause}")]
     Io {
         /// What was being done, naming the path.
         what: String,
-        /// The error.
-        source: io::Error,
+        /// The error (in the message, so not also a `source()`).
+        cause: io::Error,
     },
     /// The target is not on an lfs mount.
     #[error("{0} is not on an lfs mount (give a mount point, a path inside one, its device or its control socket)")]
@@ -42,7 +42,7 @@ pub enum TargetError {
 }
 
 fn io_error(what: String) -> impl FnOnce(io::Error) -> TargetError {
-    move |source| TargetError::Io { what, source }
+    move |cause| TargetError::Io { what, cause }
 }
 
 /// Undoes mountinfo's octal escapes (`\040` for a space).

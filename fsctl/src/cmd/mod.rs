@@ -1,5 +1,6 @@
 //! fsctl subcommands.
 
+pub mod clean;
 pub mod dumpseg;
 pub mod fsck;
 pub mod online;
