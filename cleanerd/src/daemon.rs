@@ -229,6 +229,16 @@ impl Daemon {
     /// Connects if not connected; logs the connection (and that it is
     /// back after a loss).
     fn client(&mut self) -> Result<&mut Client, Failure> {
+        self.connect()?;
+        self.client.as_mut().ok_or_else(|| {
+            Failure::Connect(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "not connected",
+            ))
+        })
+    }
+
+    fn connect(&mut self) -> Result<(), Failure> {
         if self.client.is_none() {
             let c = Client::connect(&self.fsd_socket).map_err(Failure::Connect)?;
             if self.ever_connected {
@@ -240,12 +250,7 @@ impl Daemon {
             self.with_status(|s| s.connected = true);
             self.client = Some(c);
         }
-        self.client.as_mut().ok_or_else(|| {
-            Failure::Connect(std::io::Error::new(
-                std::io::ErrorKind::NotConnected,
-                "not connected",
-            ))
-        })
+        Ok(())
     }
 
     /// GET_SUSTAT, and the configuration resolved against its geometry.
@@ -351,15 +356,15 @@ impl Daemon {
         p: &Params,
     ) -> Result<PassReport, Failure> {
         let wall = unix_now();
-        self.client()?;
-        let Some(client) = self.client.as_mut() else {
+        self.connect()?;
+        // `client()` would borrow all of self; the history is needed too.
+        let (Some(client), history) = (self.client.as_mut(), &mut self.history) else {
             return Err(Failure::Connect(std::io::Error::new(
                 std::io::ErrorKind::NotConnected,
                 "not connected",
             )));
         };
-        let report =
-            run_pass(client, st, spec, &mut self.history, wall).map_err(Failure::Request)?;
+        let report = run_pass(client, st, spec, history, wall).map_err(Failure::Request)?;
         self.recovered();
         if report.set_suinfo_unsupported && !self.set_suinfo_unsupported {
             warn!("fsd answered ENOTTY to SET_SUINFO: deferred segments are not marked young (use_set_suinfo has no effect with this fsd)");

@@ -105,6 +105,11 @@ impl FakeState {
         self.segments.iter().filter(|s| s.flags == 0).count() as u64
     }
 
+    /// GET_SUSTAT requests so far: the checks the cleaner made.
+    pub fn checks(&self) -> usize {
+        self.calls.iter().filter(|c| **c == Call::Sustat).count()
+    }
+
     /// The CLEAN_SEGMENTS requests that named segments.
     pub fn cleanings(&self) -> Vec<Vec<u64>> {
         self.calls
@@ -149,6 +154,16 @@ impl FakeState {
             }
         }
         Ok(reply)
+    }
+}
+
+/// Polls `cond` every few milliseconds until it holds; panics naming
+/// `what` after `patience` (for tests that wait for the cleaner).
+pub fn wait_until(what: &str, patience: std::time::Duration, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < patience, "timed out waiting for {what}");
+        std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
 

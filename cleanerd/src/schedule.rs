@@ -200,8 +200,7 @@ impl Schedule {
 }
 
 /// The wait after `failures` earlier consecutive failures:
-/// `first · 2^failures`, at most `cap` (and at least `first`... unless `cap`
-/// is smaller).
+/// `first · 2^failures`, at most `cap`.
 pub fn backoff(failures: u32, first: Duration, cap: Duration) -> Duration {
     let factor = 1u32.checked_shl(failures.min(31)).unwrap_or(u32::MAX);
     first.checked_mul(factor).unwrap_or(cap).min(cap)

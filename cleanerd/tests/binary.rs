@@ -15,12 +15,8 @@ use nix::unistd::Pid;
 const BIN: &str = env!("CARGO_BIN_EXE_cleanerd");
 const PATIENCE: Duration = Duration::from_secs(10);
 
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    cleanerd::fake::wait_until(what, PATIENCE, cond);
 }
 
 struct Fixture {

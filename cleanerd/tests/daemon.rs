@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cleanerd::config::{parse, ConfigError, Source};
 use cleanerd::control::{Command, Reply, Status};
@@ -26,12 +26,8 @@ retry_interval = 0.3
 protection_period = 60
 "#;
 
-fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !cond() {
-        assert!(start.elapsed() < PATIENCE, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    cleanerd::fake::wait_until(what, PATIENCE, cond);
 }
 
 struct Rig {
@@ -125,16 +121,8 @@ fn hysteresis_cleans_fast_below_min_then_normally_up_to_max() {
     );
     wait_until("cleaning up to max", || rig.fs.state().nclean() >= 8);
     // Idle now: more checks, no more cleaning.
-    let checks = |rig: &Rig| {
-        rig.fs
-            .state()
-            .calls
-            .iter()
-            .filter(|c| **c == Call::Sustat)
-            .count()
-    };
-    let before = checks(&rig);
-    wait_until("idle checks", || checks(&rig) >= before + 3);
+    let before = rig.fs.state().checks();
+    wait_until("idle checks", || rig.fs.state().checks() >= before + 3);
     assert_eq!(rig.fs.state().cleanings(), [vec![0, 1], vec![2], vec![3]]);
     assert_eq!(rig.fs.state().nclean(), 8);
     let st = rig.status();
@@ -214,19 +202,11 @@ fn errors_back_off_are_reported_and_recover() {
     wait_until("the error in the status", || {
         rig.status().last_error.is_some_and(|e| e.contains("EIO"))
     });
-    let sustats = |rig: &Rig| {
-        rig.fs
-            .state()
-            .calls
-            .iter()
-            .filter(|c| **c == Call::Sustat)
-            .count()
-    };
-    let before = sustats(&rig);
+    let before = rig.fs.state().checks();
     // Waits of 0.02, 0.04, 0.08, 0.16, 0.3, 0.3 s: in one second at most
     // 7 more tries (a loop without back-off would make 50).
     std::thread::sleep(Duration::from_secs(1));
-    let tries = sustats(&rig) - before;
+    let tries = rig.fs.state().checks() - before;
     assert!((2..=7).contains(&tries), "{tries} tries in a second");
     rig.fs.state().fail_all = None;
     wait_until("cleaning after the error", || {
