@@ -27,7 +27,7 @@ INSTALL    ?= install
 # binary mkfs.lfs, hence the mapping.  Only commands that exist belong here;
 # the e2e tests check that this list matches the workspace's binaries and
 # that each one has man/INSTALLED-NAME.8.
-BINS       = mkfs-lfs:mkfs.lfs fsctl:fsctl fsd:fsd
+BINS       = mkfs-lfs:mkfs.lfs fsctl:fsctl fsd:fsd cleanerd:cleanerd
 
 # Every man page, installed into the man<section> directory its suffix names.
 MANPAGES   = $(wildcard man/*.[1-8])

@@ -10,7 +10,9 @@ mod target;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use std::time::Duration;
+
+use clap::{ArgGroup, Parser, Subcommand};
 
 /// Exit statuses, as documented in fsctl(8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -179,6 +181,36 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
+    /// Control the cleanerd of a mounted filesystem (or, with --once and no cleanerd, clean once).
+    #[command(group(ArgGroup::new("action").required(true).args(["status", "suspend", "resume", "once", "reload"])))]
+    Clean {
+        /// Show what the cleaner is doing: mode, last pass, per-pass and total work, last error.
+        #[arg(long)]
+        status: bool,
+        /// Stop cleaning until --resume.
+        #[arg(long)]
+        suspend: bool,
+        /// Clean again after --suspend.
+        #[arg(long)]
+        resume: bool,
+        /// Run one pass now at normal speed (without a cleanerd: through fsd directly).
+        #[arg(long)]
+        once: bool,
+        /// Make cleanerd reread its configuration (as SIGHUP).
+        #[arg(long)]
+        reload: bool,
+        /// With --once: segments to choose instead of nsegments_per_clean.
+        #[arg(long, value_name = "N", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = clap::value_parser!(u64).range(1..=1024))]
+        segments: Option<u64>,
+        /// With --once: protection period (seconds, or 30m, 1h) instead of the configured one.
+        #[arg(long, value_name = "SECONDS", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
+        protection_period: Option<Duration>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<std::path::PathBuf>,
+    },
     /// List the logs of one segment of an unmounted device, with their block entries.
     Dumpseg {
         /// Block device or image file.
@@ -189,6 +221,15 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// A `--protection-period` value.
+fn protection_period(s: &str) -> Result<Duration, String> {
+    let d = cleanerd::units::parse_duration(s)?;
+    if d > cleanerd::config::MAX_PROTECTION_PERIOD {
+        return Err(format!("{s} is more than {} seconds", u32::MAX));
+    }
+    Ok(d)
 }
 
 /// Restores the default SIGPIPE action, so that `fsctl lssu | head` ends
@@ -258,6 +299,34 @@ fn main() -> ExitCode {
         }
         Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
         Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
+        Command::Clean {
+            status,
+            suspend,
+            resume,
+            once,
+            reload,
+            segments,
+            protection_period,
+            json,
+            target,
+        } => {
+            let action = if *status {
+                cmd::clean::Action::Status
+            } else if *suspend {
+                cmd::clean::Action::Suspend
+            } else if *resume {
+                cmd::clean::Action::Resume
+            } else if *reload {
+                cmd::clean::Action::Reload
+            } else {
+                debug_assert!(*once, "clap requires one action");
+                cmd::clean::Action::Once {
+                    segments: *segments,
+                    protection_period: *protection_period,
+                }
+            };
+            cmd::clean::run(target.as_deref(), action, *json)
+        }
         Command::Dumpseg {
             device,
             segnum,

@@ -108,6 +108,7 @@ pub mod msg;
 pub mod path;
 pub mod server;
 mod sock;
+pub mod target;
 pub mod targets;
 
 pub use client::{Client, ClientError, DEFAULT_TIMEOUT};

@@ -45,3 +45,44 @@ pub fn validate_socket_path(path: &Path) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Suffix of a cleanerd control socket: it replaces [`SOCKET_SUFFIX`] of
+/// the fsd socket it serves.
+pub const CLEANERD_SOCKET_SUFFIX: &str = ".cleanerd.sock";
+
+/// The control socket of the cleanerd that cleans the filesystem served
+/// on `fsd_socket`: beside it, with `.sock` replaced by `.cleanerd.sock`
+/// (appended if the name does not end in `.sock`).
+pub fn cleanerd_socket_path(fsd_socket: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = fsd_socket
+        .file_name()
+        .ok_or_else(|| format!("{} does not name a socket file", fsd_socket.display()))?
+        .as_bytes();
+    let stem = name.strip_suffix(SOCKET_SUFFIX.as_bytes()).unwrap_or(name);
+    let mut file = std::ffi::OsStr::from_bytes(stem).to_os_string();
+    file.push(CLEANERD_SOCKET_SUFFIX);
+    let path = fsd_socket.with_file_name(file);
+    validate_socket_path(&path)?;
+    Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cleanerd_socket_beside_fsd_socket() {
+        assert_eq!(
+            cleanerd_socket_path(Path::new("/run/lfs/vdb.sock")).unwrap(),
+            PathBuf::from("/run/lfs/vdb.cleanerd.sock")
+        );
+        assert_eq!(
+            cleanerd_socket_path(Path::new("/tmp/ctl")).unwrap(),
+            PathBuf::from("/tmp/ctl.cleanerd.sock")
+        );
+        assert!(cleanerd_socket_path(Path::new("relative.sock")).is_err());
+        let long = format!("/{}.sock", "x".repeat(100));
+        assert!(cleanerd_socket_path(Path::new(&long)).is_err());
+    }
+}

@@ -95,7 +95,7 @@ fn every_installed_command_help_matches_man_page() {
         .iter()
         .map(|c| c.name.as_str())
         .collect();
-    for required in ["mkfs.lfs", "fsctl"] {
+    for required in ["mkfs.lfs", "fsctl", "fsd", "cleanerd"] {
         assert!(
             names.contains(&required),
             "`{required}` is not in the Makefile's BINS: {names:?}"

@@ -121,10 +121,22 @@ fn install_into_prefix() {
     );
 
     assert_commands_installed(&prefix.join("sbin"));
+    for name in ["fsd", "fsctl", "mkfs.lfs", "cleanerd"] {
+        assert!(
+            prefix.join("sbin").join(name).is_file(),
+            "{name} is not installed (missing from the Makefile's BINS?)"
+        );
+    }
 
     let mandir = prefix.join("share/man");
     assert_man_pages_installed(&mandir);
     assert_man_finds(&mandir, "5", "lfs", &mandir.join("man5/lfs.5"));
+    assert_man_finds(
+        &mandir,
+        "5",
+        "cleanerd.conf",
+        &mandir.join("man5/cleanerd.conf.5"),
+    );
     for command in installed_commands() {
         assert_man_finds(
             &mandir,

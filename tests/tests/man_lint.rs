@@ -4,8 +4,8 @@ use std::process::Command;
 
 use lfs_e2e::{installed_commands, man_pages, require_tool, run, workspace_root, QUICK_TIMEOUT};
 
-/// Pages that document more than one command's interface.
-const REQUIRED_PAGES: &[&str] = &["lfs.5"];
+/// Pages besides the commands' own: formats and configuration files.
+const REQUIRED_PAGES: &[&str] = &["lfs.5", "cleanerd.conf.5"];
 
 #[test]
 fn required_pages_exist() {

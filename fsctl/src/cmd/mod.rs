@@ -1,6 +1,7 @@
 //! fsctl subcommands.
 
 pub mod checkpoints;
+pub mod clean;
 pub mod dumpseg;
 pub mod fsck;
 pub mod online;

@@ -1,0 +1,176 @@
+//! `fsctl clean`: controls the cleanerd(8) of a mounted filesystem
+//! through cleanerd's control socket (beside fsd's, `.cleanerd.sock`);
+//! without a cleanerd, `--once` runs one pass itself through fsd's socket
+//! with cleanerd's own code and configuration (as nilfs-clean does).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use cleanerd::config::{protection_seconds, Source};
+use cleanerd::control::{request, Command, Reply, RequestError, Status};
+use cleanerd::daemon::{Daemon, Overrides};
+use cleanerd::pass::PassReport;
+
+use super::utc;
+use crate::target::socket_for;
+use crate::Exit;
+
+/// What `fsctl clean` was asked to do.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    /// `--status`.
+    Status,
+    /// `--suspend`.
+    Suspend,
+    /// `--resume`.
+    Resume,
+    /// `--reload`.
+    Reload,
+    /// `--once [--segments N] [--protection-period S]`.
+    Once {
+        /// Segments to choose.
+        segments: Option<u64>,
+        /// Protection period.
+        protection_period: Option<Duration>,
+    },
+}
+
+/// Runs `action` on the cleaner of `target`.
+pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
+    let fsd_socket = socket_for(target)?;
+    let socket = lfs_proto::path::cleanerd_socket_path(&fsd_socket).map_err(|e| anyhow!(e))?;
+    let cmd = match action {
+        Action::Status => Command::Status,
+        Action::Suspend => Command::Suspend,
+        Action::Resume => Command::Resume,
+        Action::Reload => Command::Reload,
+        Action::Once {
+            segments,
+            protection_period,
+        } => Command::Once {
+            segments,
+            protection_period: protection_period.map(|d| d.as_secs_f64()),
+        },
+    };
+    let reply = match request(&socket, &cmd) {
+        Ok(reply) => reply,
+        Err(RequestError::NotRunning { .. }) => {
+            if let Action::Once {
+                segments,
+                protection_period,
+            } = action
+            {
+                return once_without_cleanerd(&fsd_socket, segments, protection_period, json);
+            }
+            bail!(
+                "no cleanerd is running for this filesystem (nothing answers on {}); start cleanerd(8), or use --once to clean once without it",
+                socket.display()
+            );
+        }
+        Err(e) => return Err(e.into()),
+    };
+    print_reply(reply, json)?;
+    Ok(Exit::Ok)
+}
+
+fn print_reply(reply: Reply, json: bool) -> Result<()> {
+    if !reply.ok {
+        bail!(
+            "cleanerd refused: {}",
+            reply.error.unwrap_or_else(|| "no reason given".into())
+        );
+    }
+    if let Some(status) = reply.status {
+        if json {
+            println!("{}", serde_json::to_string_pretty(&status)?);
+        } else {
+            print_status(&status);
+        }
+    } else if let Some(report) = reply.report {
+        print_report(&report, json)?;
+    } else if let Some(message) = reply.message {
+        println!("{message}");
+    }
+    Ok(())
+}
+
+fn print_report(report: &PassReport, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        println!("{}", report.summary());
+    }
+    Ok(())
+}
+
+/// nilfs-clean's job: one pass through fsd's socket, with the
+/// configuration cleanerd would use.
+fn once_without_cleanerd(
+    fsd_socket: &Path,
+    segments: Option<u64>,
+    protection_period: Option<Duration>,
+    json: bool,
+) -> Result<Exit> {
+    let source = Source::Default;
+    let overrides = Overrides {
+        protection_period,
+        log_level: None,
+    };
+    let config = overrides.apply(source.load().context("cleanerd's configuration")?);
+    let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true);
+    let report = daemon
+        .once(
+            segments.map(|n| n as usize),
+            protection_period.map(protection_seconds),
+        )
+        .map_err(|e| anyhow!("cleaning once without cleanerd: {e}"))?;
+    print_report(&report, json)?;
+    Ok(Exit::Ok)
+}
+
+fn print_status(s: &Status) {
+    let when = |t: Option<u64>| t.map_or_else(|| "never".to_owned(), utc);
+    println!("cleanerd:     pid {} cleaning {}", s.pid, s.fsd_socket);
+    println!(
+        "config:       {}",
+        s.config_file.as_deref().unwrap_or("built-in defaults")
+    );
+    println!("mode:         {}", s.mode);
+    println!("connected:    {}", if s.connected { "yes" } else { "no" });
+    println!("policy:       {}", s.policy);
+    println!(
+        "segments:     {} clean of {} (min_clean {}, max_clean {})",
+        s.nclean, s.nsegs, s.min_clean, s.max_clean
+    );
+    println!("passes:       {}", s.passes);
+    println!("last pass:    {}", when(s.last_pass_at));
+    if let Some(r) = &s.last_pass {
+        println!("              {}", r.summary());
+    }
+    if !s.recent.is_empty() {
+        println!("recent passes (segments cleaned, live blocks moved):");
+        for p in &s.recent {
+            let outcome = serde_json::to_value(p.outcome)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            println!(
+                "  {}  {:<13} {:>6} {:>10}",
+                utc(p.at),
+                outcome,
+                p.segments,
+                p.blocks_moved
+            );
+        }
+    }
+    let t = &s.totals;
+    println!(
+        "totals:       {} segments freed, {} blocks moved, {} bytes written, {} checkpoints deleted ({} blocks freed), {} deferrals",
+        t.segments_freed, t.blocks_moved, t.bytes_written, t.checkpoints_deleted, t.blocks_freed, t.deferrals
+    );
+    match &s.last_error {
+        Some(e) => println!("last error:   {e} ({})", when(s.last_error_unix)),
+        None => println!("last error:   none"),
+    }
+}

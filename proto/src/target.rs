@@ -1,0 +1,203 @@
+//! Finding the control socket of the filesystem a command is about: the
+//! one rule fsctl and cleanerd share.
+//!
+//! A target may be the control socket itself, a device or image file (the
+//! socket fsd names after it, [`default_socket_path`]), a mount point or
+//! any path inside an lfs mount (the mount's device, from
+//! /proc/self/mountinfo); with no target, the filesystem holding the
+//! current directory. (Not to be confused with [`crate::targets`], the
+//! fuzz targets.)
+
+use std::io;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use crate::path::default_socket_path;
+
+/// The mount type fsd registers.
+pub const FSTYPE: &str = "fuse.lfs";
+
+/// Where mounts are listed.
+const MOUNTINFO: &str = "/proc/self/mountinfo";
+
+/// Why a target names no control socket.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TargetError {
+    /// The target (or the mount table, or the current directory) could
+    /// not be read.
+    #[error("{what}: {cause}")]
+    Io {
+        /// What was being done, naming the path.
+        what: String,
+        /// The error (in the message, so not also a `source()`).
+        cause: io::Error,
+    },
+    /// The target is not on an lfs mount.
+    #[error("{0} is not on an lfs mount (give a mount point, a path inside one, its device or its control socket)")]
+    NotLfs(PathBuf),
+    /// The socket path derived from the device is unusable.
+    #[error("{0}")]
+    BadSocketPath(String),
+}
+
+fn io_error(what: String) -> impl FnOnce(io::Error) -> TargetError {
+    move |cause| TargetError::Io { what, cause }
+}
+
+/// Undoes mountinfo's octal escapes (`\040` for a space).
+fn unescape(field: &str) -> String {
+    let mut out = Vec::with_capacity(field.len());
+    let mut rest = field.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        if first == b'\\' {
+            if let Some(&[a, b, c]) = tail.get(..3) {
+                if [a, b, c].iter().all(|d| (b'0'..=b'7').contains(d)) {
+                    let v = (u32::from(a - b'0') << 6)
+                        | (u32::from(b - b'0') << 3)
+                        | u32::from(c - b'0');
+                    if let Ok(v) = u8::try_from(v) {
+                        out.push(v);
+                        rest = tail.get(3..).unwrap_or_default();
+                        continue;
+                    }
+                }
+            }
+        }
+        out.push(first);
+        rest = tail;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// (mount point, fstype, source) of every mount listed in `text`, in
+/// mountinfo(5) format.
+fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
+    text.lines()
+        .filter_map(|l| {
+            let (pre, post) = l.split_once(" - ")?;
+            let mp = pre.split(' ').nth(4)?;
+            let mut post = post.split(' ');
+            let fstype = post.next()?;
+            let source = post.next()?;
+            Some((
+                PathBuf::from(unescape(mp)),
+                fstype.to_string(),
+                unescape(source),
+            ))
+        })
+        .collect()
+}
+
+/// The control socket for `target` (see the module doc).
+pub fn socket_for(target: Option<&Path>) -> Result<PathBuf, TargetError> {
+    let path = match target {
+        Some(p) => p.to_path_buf(),
+        None => {
+            std::env::current_dir().map_err(io_error("finding the current directory".into()))?
+        }
+    };
+    let meta =
+        std::fs::metadata(&path).map_err(io_error(format!("cannot use {}", path.display())))?;
+    let ft = meta.file_type();
+    if ft.is_socket() {
+        return Ok(path);
+    }
+    let mount = mount_of(&path)?;
+    if (ft.is_block_device() || ft.is_file()) && mount.is_none() {
+        // A device or image, not a file inside an lfs mount: the socket
+        // fsd names after it.
+        return default_socket_path(&path).map_err(TargetError::BadSocketPath);
+    }
+    match mount {
+        Some((_, source)) => {
+            default_socket_path(Path::new(live_source(&source))).map_err(TargetError::BadSocketPath)
+        }
+        None => Err(TargetError::NotLfs(path)),
+    }
+}
+
+/// The device of the live filesystem for a mount's source: fsd names a
+/// checkpoint it mounts beside the live one `DEVICE@CNO`.
+fn live_source(source: &str) -> &str {
+    match source.rsplit_once('@') {
+        Some((dev, cno)) if !cno.is_empty() && cno.bytes().all(|b| b.is_ascii_digit()) => dev,
+        _ => source,
+    }
+}
+
+/// The lfs mount holding `path`: (mount point, source device).
+fn mount_of(path: &Path) -> Result<Option<(PathBuf, String)>, TargetError> {
+    let canon =
+        std::fs::canonicalize(path).map_err(io_error(format!("resolving {}", path.display())))?;
+    let text =
+        std::fs::read_to_string(MOUNTINFO).map_err(io_error(format!("reading {MOUNTINFO}")))?;
+    let best = parse_mountinfo(&text)
+        .into_iter()
+        .filter(|(mp, _, _)| canon.starts_with(mp))
+        .max_by_key(|(mp, _, _)| mp.as_os_str().len());
+    Ok(best
+        .filter(|(_, t, _)| t == FSTYPE)
+        .map(|(mp, _, src)| (mp, src)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_escapes() {
+        assert_eq!(unescape("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(unescape("plain"), "plain");
+        assert_eq!(unescape("end\\04"), "end\\04");
+        assert_eq!(unescape("\\134x"), "\\x");
+        assert_eq!(unescape("\\999"), "\\999");
+    }
+
+    #[test]
+    fn mountinfo_lines() {
+        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - fuse.lfs /dev/vdb rw\n\
+                    37 35 98:0 / /proc rw - proc proc rw\ngarbage\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m.len(), 2);
+        assert_eq!(
+            m[0],
+            (
+                PathBuf::from("/mnt/my data"),
+                "fuse.lfs".into(),
+                "/dev/vdb".into()
+            )
+        );
+    }
+
+    #[test]
+    fn checkpoint_mounts_lead_to_the_live_filesystem() {
+        assert_eq!(live_source("/dev/vdb@12"), "/dev/vdb");
+        assert_eq!(live_source("/srv/a@b.img"), "/srv/a@b.img");
+        assert_eq!(live_source("/srv/x.img@"), "/srv/x.img@");
+        assert_eq!(live_source("/srv/x.img"), "/srv/x.img");
+    }
+
+    #[test]
+    fn a_path_outside_any_lfs_mount_is_refused() {
+        let e = socket_for(Some(Path::new("/proc"))).unwrap_err();
+        assert!(matches!(e, TargetError::NotLfs(_)), "{e}");
+        assert!(e.to_string().contains("not on an lfs mount"), "{e}");
+    }
+
+    #[test]
+    fn sockets_and_images_resolve() {
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("x.sock");
+        let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert_eq!(socket_for(Some(&sock)).unwrap(), sock);
+        let img = dir.path().join("lfs.img");
+        std::fs::write(&img, b"").unwrap();
+        assert_eq!(
+            socket_for(Some(&img)).unwrap(),
+            PathBuf::from("/run/lfs/lfs.img.sock")
+        );
+        let e = socket_for(Some(&dir.path().join("missing"))).unwrap_err();
+        assert!(e.to_string().contains("missing"), "{e}");
+    }
+}
