@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Quick start: install the prerequisites, build lfs (release), format an
-# image file, mount it with fsd, write and read a file, unmount, and show
-# the superblock and a consistency check.
+# image file, mount it with fsd, start cleanerd, write, snapshot and
+# overwrite files, show what fsctl sees (checkpoints, segments, space, the
+# cleaner), run a cleaning pass, stop both, and show the superblock and a
+# consistency check.
 #
 #   scripts/quickstart.sh [IMAGE [SIZE]]
 #
@@ -54,7 +56,12 @@ format_image() {
 
 mnt=
 fsd_pid=
+cleanerd_pid=
 cleanup() {
+    if [ -n "$cleanerd_pid" ] && kill -0 "$cleanerd_pid" 2>/dev/null; then
+        kill -TERM "$cleanerd_pid" 2>/dev/null || true
+        wait "$cleanerd_pid" 2>/dev/null || true
+    fi
     if [ -n "$fsd_pid" ] && kill -0 "$fsd_pid" 2>/dev/null; then
         kill -TERM "$fsd_pid" 2>/dev/null || true
         wait "$fsd_pid" 2>/dev/null || true
@@ -77,14 +84,41 @@ mount_and_use() {
         sleep 0.1
     done
     grep -q " $mnt fuse" /proc/self/mounts || die "fsd did not mount $mnt"
-    step "write and read a file"
+    step "cleanerd $mnt (the segment cleaner, default policy; see cleanerd(8))"
+    "$bin/cleanerd" "$mnt" &
+    cleanerd_pid=$!
+    step "write, overwrite and read files"
     echo "hello from lfs" > "$mnt/hello.txt"
     mkdir "$mnt/dir"
     cp "$root/README.md" "$mnt/dir/"
     sync "$mnt/hello.txt"   # fsync(2) of the file: a checkpoint
+    step "fsctl mkcp -s -p $mnt (a snapshot; prints its number)"
+    "$bin/fsctl" mkcp -s -p "$mnt"
+    for i in 1 2 3; do
+        dd if=/dev/urandom of="$mnt/dir/blob" bs=1M count=16 conv=fsync status=none
+        echo "overwrote dir/blob ($i)"
+    done
     cat "$mnt/hello.txt"
     ls -la "$mnt" "$mnt/dir"
     df -h "$mnt"
+    step "fsctl lscp $mnt (checkpoints; the snapshot is ss)"
+    "$bin/fsctl" lscp "$mnt"
+    step "fsctl lssu -l $mnt (segment usage, first lines)"
+    "$bin/fsctl" lssu -l -n 12 "$mnt"
+    step "fsctl df $mnt (before cleaning)"
+    "$bin/fsctl" df "$mnt"
+    step "fsctl clean --once --protection-period 0 $mnt (one pass by cleanerd)"
+    "$bin/fsctl" clean "$mnt" --once --protection-period 0
+    step "fsctl df $mnt (after cleaning: the old copies of dir/blob are free)"
+    "$bin/fsctl" df "$mnt"
+    step "fsctl clean --status $mnt"
+    "$bin/fsctl" clean "$mnt" --status
+    step "fsctl stat $mnt"
+    "$bin/fsctl" stat "$mnt"
+    step "stop cleanerd (SIGTERM)"
+    kill -TERM "$cleanerd_pid"
+    wait "$cleanerd_pid"
+    cleanerd_pid=
     step "unmount (SIGTERM to fsd: final checkpoint, clean superblock)"
     kill -TERM "$fsd_pid"
     wait "$fsd_pid"

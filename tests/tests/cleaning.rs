@@ -95,6 +95,7 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
     let path = mnt.join("data");
     let f = OpenOptions::new()
         .create(true)
+        .truncate(true)
         .read(true)
         .write(true)
         .open(&path)
