@@ -328,21 +328,12 @@ impl State {
         let mut gc_payload = Vec::new();
         let mut cold_runs = Vec::new();
         if let Some((cl, fresh)) = &cold {
-            for &s in fresh.iter().chain(&cl.taken) {
-                self.segs.take(s, now_s);
-            }
-            for &s in &cl.left {
-                self.segs.deactivate(s);
-            }
-            for (i, span) in cl.spans.iter().enumerate() {
-                self.segs
-                    .written(span.seg, span.nblocks() as u32, seq + i as u64, now_s);
-            }
+            self.book_layout(cl, fresh, seq, now_s);
             let mut addrs = cl
                 .spans
                 .iter()
                 .flat_map(|s| (0..s.nentries).map(move |i| s.payload_addr(i)));
-            for g in &gc {
+            for g in gc {
                 let a = addrs
                     .next()
                     .expect("the cold layout holds every moved block");
@@ -361,7 +352,7 @@ impl State {
                         vblock: g.vblock,
                         kind: g.kind,
                     },
-                    data: Arc::new(g.data.clone()),
+                    data: Arc::new(g.data),
                 });
             }
             let (runs, _) = build_runs(
@@ -379,17 +370,8 @@ impl State {
             seq += cl.spans.len() as u64;
             self.gc_head = Some(cl.head);
         }
-        for &s in &layout.taken {
-            self.segs.take(s, now_s);
-        }
-        for &s in &layout.left {
-            self.segs.deactivate(s);
-        }
         let first_seq = seq;
-        for (i, span) in layout.spans.iter().enumerate() {
-            self.segs
-                .written(span.seg, span.nblocks() as u32, first_seq + i as u64, now_s);
-        }
+        self.book_layout(&layout, &[], first_seq, now_s);
         let mut addrs = layout
             .spans
             .iter()
@@ -546,6 +528,23 @@ impl State {
             data_blocks: self.inflight.len() as u64,
             gc_blocks,
         })
+    }
+
+    /// Segment usage for a planned layout whose logs get sequence numbers
+    /// from `first_seq`: `fresh` and the layout's new segments taken first
+    /// (a segment entered and left within one checkpoint must end
+    /// inactive), the ones left behind deactivated, every log counted.
+    fn book_layout(&mut self, lay: &Layout, fresh: &[u64], first_seq: u64, now_s: u64) {
+        for &s in fresh.iter().chain(&lay.taken) {
+            self.segs.take(s, now_s);
+        }
+        for &s in &lay.left {
+            self.segs.deactivate(s);
+        }
+        for (i, span) in lay.spans.iter().enumerate() {
+            self.segs
+                .written(span.seg, span.nblocks() as u32, first_seq + i as u64, now_s);
+        }
     }
 
     /// Rewrites the indirect blocks of a virtually addressed file whose

@@ -8,17 +8,15 @@
 //! overwritten at once: every log written afterwards has a higher sequence
 //! number, so a leftover never continues a chain (lfs(5)).
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
 use crate::checkpoint::history::History;
 use crate::format::{
     CheckpointEntry, CpFileHeader, LogHeader, LogSummary, MetaKind, SuperRoot, Superblock,
-    FIRST_USER_INO, INODE_SIZE,
 };
 use crate::fs::bmap::BlockMap;
-use crate::fs::state::{read_block, State};
+use crate::fs::state::{read_block, Loaded, State};
 use crate::inspect::read_superblocks;
 use crate::log::dat::Dat;
 use crate::log::layout::{Head, MIN_LOG_BLOCKS};
@@ -317,20 +315,10 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
     let (last_b, _) = MetaKind::Cpfile.locate(sr.cno, bs);
     let cp_last_block = Some((last_b, read_meta(cp_map.get(last_b), MetaKind::Cpfile)?));
     let ifile = entry.ifile.clone();
-    let next_ino = (ifile.size / INODE_SIZE as u64).max(FIRST_USER_INO);
-    let mut st = State {
+    let mut st = State::from_loaded(Loaded {
         dev,
         sb,
-        sb_gens: [0, 0],
-        bs,
-        seed,
         cno: sr.cno,
-        seq: 0,
-        head: Head {
-            seg: 0,
-            block: 0,
-            next_seg: 0,
-        },
         dat,
         dat_map,
         segs,
@@ -339,33 +327,11 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         cp_map,
         cp_last_block,
         ifile: ifile.clone(),
-        ifile_map: BlockMap::new(bs),
-        ifile_blocks: HashMap::new(),
-        ifile_dirty: BTreeSet::new(),
-        next_ino,
-        free_inos: BTreeSet::new(),
-        pending_inos: Vec::new(),
-        nodes: HashMap::new(),
-        inflight: HashMap::new(),
-        freed_phys: Vec::new(),
         history,
-        next_is_snapshot: false,
-        last_snapshot_built: 0,
-        gc_head: None,
-        gc_queue: Vec::new(),
-        gc_moved: HashMap::new(),
-        cp_force: BTreeSet::new(),
-        source: None,
-        mods: 0,
-        durable_mods: 0,
-        dirty_blocks: 0,
         inodes_count: entry.inodes_count,
-        read_only: None,
         nongc_ctime_ns: sr.nongc_ctime_ns,
-        sb_written_cno: sr.cno,
-        reuse_epoch: 0,
         last_ctime_ns: sr.ctime_ns,
-    };
+    });
     st.ifile_map = st.load_bmap(&ifile)?;
     Ok(st)
 }

@@ -23,7 +23,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::format::{BlockKind, CPFILE_INO, DAT_INO, SUFILE_INO};
-use crate::fs::state::read_block;
 use crate::fs::{lock, Fs};
 use crate::inspect::dump_segment;
 use crate::stats::Stats;
@@ -138,7 +137,7 @@ impl Fs {
             }
         }
         let bs = sb.block_size as usize;
-        let (wanted, meta, epoch) = {
+        let (wanted, meta) = {
             let mut st = self.st();
             let dat_nodes: HashSet<u64> = st.dat_map.node_addrs().map(|(_, a)| a).collect();
             let cp_nodes: HashSet<u64> = st.cp_map.node_addrs().map(|(_, a)| a).collect();
@@ -181,23 +180,26 @@ impl Fs {
             if !meta.is_empty() {
                 st.mods += 1;
             }
-            (wanted, meta.len() as u64, st.reuse_epoch)
+            (wanted, meta.len() as u64)
         };
 
         // 3b. The live blocks, without locks. The victims cannot be reused
         // meanwhile: they are not clean, and only this pass frees them.
+        // Physically consecutive blocks are read together.
         let mut read = Vec::with_capacity(wanted.len());
-        for &(addr, e) in &wanted {
-            read.push((addr, e, read_block(dev.as_ref(), addr, bs)?));
+        for run in wanted.chunk_by(|a, b| b.0 == a.0 + 1) {
+            let mut buf = vec![0u8; run.len() * bs];
+            dev.read_at(&mut buf, run[0].0 * bs as u64)
+                .map_err(|e| Error::io(format!("reading block {} to clean it", run[0].0), e))?;
+            for (&(addr, e), data) in run.iter().zip(buf.chunks_exact(bs)) {
+                read.push((addr, e, data.to_vec()));
+            }
         }
 
         // 4b. Keep what is still where it was read.
         let want = {
             let mut st = self.st();
             st.writable()?;
-            if st.reuse_epoch != epoch {
-                log::debug!("segments were reused during cleaning; re-checking every block");
-            }
             for (addr, e, data) in read {
                 if st.dat.phys(e.vblock) != addr {
                     continue;

@@ -485,8 +485,10 @@ impl Fs {
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
     /// holes. Device reads happen outside the state lock.
     pub fn read(&self, ino: u64, offset: u64, size: u32) -> Result<Vec<u8>> {
-        let live = self.st().source.clone();
-        let Some(live) = live else {
+        if self.pinned.is_none() {
+            return self.read_once(ino, offset, size);
+        }
+        let Some(live) = self.st().source.clone() else {
             return self.read_once(ino, offset, size);
         };
         // A view translates through the live filesystem and cannot hold

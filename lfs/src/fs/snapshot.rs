@@ -11,14 +11,13 @@
 //!
 //! Every change through a view fails with ReadOnly.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
 use crate::checkpoint::recover::RecoveryReport;
-use crate::format::{CheckpointEntry, MetaKind, FIRST_USER_INO, INODE_SIZE};
+use crate::format::{CheckpointEntry, MetaKind};
 use crate::fs::bmap::BlockMap;
-use crate::fs::state::State;
+use crate::fs::state::{Loaded, State};
 use crate::fs::Fs;
 use crate::log::dat::Dat;
 use crate::{Error, Result};
@@ -44,7 +43,7 @@ impl State {
     fn switch_to(&mut self, entry: &CheckpointEntry) -> Result<()> {
         self.cno = entry.cno;
         self.ifile = entry.ifile.clone();
-        self.next_ino = (self.ifile.size / INODE_SIZE as u64).max(FIRST_USER_INO);
+        self.next_ino = crate::fs::state::next_ino_of(&self.ifile);
         self.inodes_count = entry.inodes_count;
         self.ifile_blocks.clear();
         self.nodes.clear();
@@ -60,11 +59,26 @@ impl Fs {
         self.st().phys_of(v)
     }
 
-    /// Reads virtual block `v` with the state lock held, so that its
-    /// segment cannot be reused during the read (for views: metadata
-    /// blocks, read once and cached by the view).
-    pub(crate) fn read_virtual_pinned(&self, v: u64) -> Result<Vec<u8>> {
-        self.st().read_virtual(v)
+    /// Reads virtual block `v` of the live filesystem for a view (its
+    /// metadata blocks, read once and cached by the view): translated under
+    /// the state lock, read without it, and read again if freed segments
+    /// were released meanwhile.
+    pub(crate) fn read_virtual_for_view(&self, v: u64) -> Result<Vec<u8>> {
+        loop {
+            let (p, epoch, dev, bs) = {
+                let st = self.st();
+                let p = st.phys_of(v);
+                if p == 0 || p == u64::MAX {
+                    // Not a block: the same error a live read gives.
+                    return st.read_virtual(v);
+                }
+                (p, st.reuse_epoch, st.dev.clone(), st.bs)
+            };
+            let b = crate::fs::state::read_block(dev.as_ref(), p, bs)?;
+            if self.reuse_epoch() == epoch {
+                return Ok(b);
+            }
+        }
     }
 
     /// Changes each time freed segments become reusable: a view's read is
@@ -80,15 +94,12 @@ impl Fs {
             let mut st = self.st();
             let entry = st.checkpoint_entry(cno)?;
             st.history.mount(cno)?;
-            let mut v = State {
+            let mut v = State::from_loaded(Loaded {
                 dev: st.dev.clone(),
                 sb: st.sb.clone(),
-                sb_gens: st.sb_gens,
-                bs: st.bs,
-                seed: st.seed,
                 cno,
-                seq: st.seq,
-                head: st.head,
+                // Translation goes to the live filesystem: no DAT or
+                // physically addressed files of its own.
                 dat: Dat::new(Vec::new(), st.bs),
                 dat_map: BlockMap::new(st.bs),
                 segs: st.segs.clone(),
@@ -97,33 +108,13 @@ impl Fs {
                 cp_map: BlockMap::new(st.bs),
                 cp_last_block: None,
                 ifile: entry.ifile.clone(),
-                ifile_map: BlockMap::new(st.bs),
-                ifile_blocks: HashMap::new(),
-                ifile_dirty: BTreeSet::new(),
-                next_ino: 0,
-                free_inos: BTreeSet::new(),
-                pending_inos: Vec::new(),
-                nodes: HashMap::new(),
-                inflight: HashMap::new(),
-                freed_phys: Vec::new(),
                 history: st.history.clone(),
-                next_is_snapshot: false,
-                last_snapshot_built: 0,
-                gc_head: None,
-                gc_queue: Vec::new(),
-                gc_moved: HashMap::new(),
-                cp_force: BTreeSet::new(),
-                source: None,
-                mods: 0,
-                durable_mods: 0,
-                dirty_blocks: 0,
-                inodes_count: 0,
-                read_only: None,
+                inodes_count: entry.inodes_count,
                 nongc_ctime_ns: st.nongc_ctime_ns,
-                sb_written_cno: st.sb_written_cno,
-                reuse_epoch: 0,
                 last_ctime_ns: entry.ctime_ns,
-            };
+            });
+            // statfs of the view shows the live filesystem's space.
+            v.head = st.head;
             drop(st);
             v.source = Some(self.clone());
             // Loading the tree reads through the live filesystem (it takes

@@ -117,6 +117,88 @@ pub(crate) struct State {
     pub last_ctime_ns: u64,
 }
 
+/// What a [`State`] is made from: the metadata of one checkpoint, read
+/// from the device at mount, or (for a view of an older checkpoint)
+/// borrowed from the live state.
+pub(crate) struct Loaded {
+    pub dev: Arc<dyn BlockDevice>,
+    pub sb: Superblock,
+    pub cno: u64,
+    pub dat: Dat,
+    pub dat_map: BlockMap,
+    pub segs: Segments,
+    pub su_map: BlockMap,
+    pub cp_header: CpFileHeader,
+    pub cp_map: BlockMap,
+    pub cp_last_block: Option<(u64, Vec<u8>)>,
+    pub ifile: Inode,
+    pub history: crate::checkpoint::history::History,
+    pub inodes_count: u64,
+    pub nongc_ctime_ns: u64,
+    pub last_ctime_ns: u64,
+}
+
+impl State {
+    /// A state over `l` with nothing changed, nothing cached and the
+    /// inode file's block map still to load ([`State::load_bmap`]).
+    pub(crate) fn from_loaded(l: Loaded) -> State {
+        let bs = l.sb.block_size as usize;
+        State {
+            seed: l.sb.crc_seed,
+            dev: l.dev,
+            sb: l.sb,
+            sb_gens: [0, 0],
+            bs,
+            cno: l.cno,
+            seq: 0,
+            head: Head {
+                seg: 0,
+                block: 0,
+                next_seg: 0,
+            },
+            dat: l.dat,
+            dat_map: l.dat_map,
+            segs: l.segs,
+            su_map: l.su_map,
+            cp_header: l.cp_header,
+            cp_map: l.cp_map,
+            cp_last_block: l.cp_last_block,
+            next_ino: next_ino_of(&l.ifile),
+            ifile: l.ifile,
+            ifile_map: BlockMap::new(bs),
+            ifile_blocks: HashMap::new(),
+            ifile_dirty: BTreeSet::new(),
+            free_inos: BTreeSet::new(),
+            pending_inos: Vec::new(),
+            nodes: HashMap::new(),
+            inflight: HashMap::new(),
+            freed_phys: Vec::new(),
+            history: l.history,
+            next_is_snapshot: false,
+            last_snapshot_built: 0,
+            gc_head: None,
+            gc_queue: Vec::new(),
+            gc_moved: HashMap::new(),
+            cp_force: BTreeSet::new(),
+            source: None,
+            mods: 0,
+            durable_mods: 0,
+            dirty_blocks: 0,
+            inodes_count: l.inodes_count,
+            read_only: None,
+            nongc_ctime_ns: l.nongc_ctime_ns,
+            sb_written_cno: l.cno,
+            reuse_epoch: 0,
+            last_ctime_ns: l.last_ctime_ns,
+        }
+    }
+}
+
+/// One past the highest inode number the inode file `ifile` can hold.
+pub(crate) fn next_ino_of(ifile: &Inode) -> u64 {
+    (ifile.size / INODE_SIZE as u64).max(crate::format::FIRST_USER_INO)
+}
+
 impl std::fmt::Debug for State {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("State")
@@ -172,7 +254,7 @@ impl State {
     /// Reads the block that virtual block `v` maps to.
     pub fn read_virtual(&self, v: u64) -> Result<Vec<u8>> {
         if let Some(live) = &self.source {
-            return live.read_virtual_pinned(v);
+            return live.read_virtual_for_view(v);
         }
         let p = self.phys_of(v);
         if p == 0 || p == u64::MAX {
