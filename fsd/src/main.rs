@@ -180,11 +180,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         None => Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?,
     };
 
-    let snapshots = Arc::new(snapshots::Snapshots::new(
-        Arc::clone(&fs),
-        device,
-        flags.allow_other,
-    ));
+    let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
     let control = match control::Control::start(Arc::clone(&fs), &socket, Arc::clone(&snapshots)) {
         Ok(c) => c,
         Err(e) => {
@@ -197,7 +193,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         }
     };
 
-    let settings = fuser_config(&flags, &config, device);
+    let settings = fuser_config(&flags, config.threads, device.display().to_string());
     let adapter = fuse::Adapter::new(Arc::clone(&fs));
     let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
         Ok(s) => s,
@@ -329,10 +325,12 @@ fn final_unmount(fs: &Fs, device: &Path) -> Result<(), Failure> {
 }
 
 /// fuser's session settings: see fsd(8), FUSE MOUNT OPTIONS.
-fn fuser_config(flags: &MountFlags, config: &Config, device: &Path) -> fuser::Config {
+/// Also for checkpoints mounted beside the live filesystem
+/// (`snapshots.rs`), with their own name and flags.
+pub(crate) fn fuser_config(flags: &MountFlags, threads: usize, fsname: String) -> fuser::Config {
     use fuser::MountOption as M;
     let mut mount_options = vec![
-        M::FSName(device.display().to_string()),
+        M::FSName(fsname),
         // As a kernel option, so /proc/mounts shows the type fuse.lfs.
         M::CUSTOM("subtype=lfs".into()),
         M::NoAtime,
@@ -348,7 +346,7 @@ fn fuser_config(flags: &MountFlags, config: &Config, device: &Path) -> fuser::Co
     } else {
         fuser::SessionACL::Owner
     };
-    c.n_threads = Some(config.threads);
+    c.n_threads = Some(threads);
     c.clone_fd = true;
     c
 }
@@ -449,7 +447,7 @@ mod tests {
             threads: 7,
             ..Config::default()
         };
-        let c = fuser_config(&flags, &config, Path::new("/dev/vdb"));
+        let c = fuser_config(&flags, config.threads, "/dev/vdb".into());
         use fuser::MountOption as M;
         for want in [
             M::FSName("/dev/vdb".into()),
@@ -467,7 +465,7 @@ mod tests {
         assert_eq!(c.acl, fuser::SessionACL::All);
         assert_eq!(c.n_threads, Some(7));
         assert!(c.clone_fd);
-        let c = fuser_config(&MountFlags::default(), &config, Path::new("x.img"));
+        let c = fuser_config(&MountFlags::default(), config.threads, "x.img".into());
         assert!(c.mount_options.contains(&M::RW));
         assert!(!c.mount_options.contains(&M::DefaultPermissions));
         assert_eq!(c.acl, fuser::SessionACL::Owner);

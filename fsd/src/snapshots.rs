@@ -36,7 +36,8 @@ fn err(errno: i32, why: String) -> MountError {
 pub struct Snapshots {
     fs: Arc<Fs>,
     device: String,
-    allow_other: bool,
+    /// fsd's `-o` flags, made read-only with default permissions.
+    flags: crate::options::MountFlags,
     mounts: Arc<Mutex<BTreeMap<PathBuf, Mounted>>>,
 }
 
@@ -46,11 +47,15 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Snapshots {
     /// None mounted yet; `device` names the mounts (`DEVICE@CNO`).
-    pub fn new(fs: Arc<Fs>, device: &Path, allow_other: bool) -> Snapshots {
+    pub fn new(fs: Arc<Fs>, device: &Path, flags: &crate::options::MountFlags) -> Snapshots {
         Snapshots {
             fs,
             device: device.display().to_string(),
-            allow_other,
+            flags: crate::options::MountFlags {
+                read_only: true,
+                default_permissions: true,
+                ..flags.clone()
+            },
             mounts: Arc::default(),
         }
     }
@@ -162,22 +167,7 @@ impl Snapshots {
     }
 
     fn fuse_config(&self, cno: u64) -> fuser::Config {
-        use fuser::MountOption as M;
-        let mut c = fuser::Config::default();
-        c.mount_options = vec![
-            M::FSName(format!("{}@{cno}", self.device)),
-            M::CUSTOM("subtype=lfs".into()),
-            M::NoAtime,
-            M::DefaultPermissions,
-            M::RO,
-        ];
-        c.acl = if self.allow_other {
-            fuser::SessionACL::All
-        } else {
-            fuser::SessionACL::Owner
-        };
-        c.n_threads = Some(2);
-        c.clone_fd = true;
-        c
+        // Two request threads: a checkpoint is browsed, not loaded.
+        crate::fuser_config(&self.flags, 2, format!("{}@{cno}", self.device))
     }
 }

@@ -66,16 +66,21 @@ pub fn split_target(words: &[String]) -> Result<(Option<PathBuf>, Vec<CnoRange>)
     Ok((target, ranges))
 }
 
-/// Every valid checkpoint, in order.
-fn all_checkpoints(c: &mut Client) -> Result<Vec<Cpinfo>> {
+/// The valid checkpoints from `start` on (snapshots only if asked), in
+/// order, asked for a batch at a time.
+pub fn checkpoints_from(c: &mut Client, start: u64, snapshots: bool) -> Result<Vec<Cpinfo>> {
     let mut out = Vec::new();
-    let mut start = 1;
+    let mut start = start.max(1);
     loop {
         let batch = c
             .call(&GetCpinfo {
                 start_cno: start,
                 count: 4096,
-                flags: 0,
+                flags: if snapshots {
+                    GET_CPINFO_SNAPSHOTS_ONLY
+                } else {
+                    0
+                },
             })
             .context("listing checkpoints (GET_CPINFO)")?
             .items;
@@ -156,7 +161,7 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
 pub fn rmcp(words: &[String]) -> Result<Exit> {
     let (target, ranges) = split_target(words)?;
     let mut c = connect(target.as_deref())?;
-    let cps = all_checkpoints(&mut c)?;
+    let cps = checkpoints_from(&mut c, 1, false)?;
     let latest = cps.last().map_or(0, |e| e.cno);
     let mut failed = false;
     let (mut deleted, mut skipped) = (0u64, 0u64);
@@ -218,18 +223,25 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     Ok(if failed { Exit::Error } else { Exit::Ok })
 }
 
-/// `fsctl mount CNO MOUNTPOINT [TARGET]`: the running fsd mounts
-/// checkpoint `cno` read-only at `mountpoint`.
-pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
+/// The canonical mount point, and as the protocol's UTF-8 string: fsd
+/// knows a mount by the path it was given.
+fn mount_path(mountpoint: &Path) -> Result<(PathBuf, String)> {
     let mp = std::fs::canonicalize(mountpoint)
         .with_context(|| format!("mount point {}", mountpoint.display()))?;
-    if !mp.is_dir() {
-        bail!("mount point {} is not a directory", mp.display());
-    }
     let path = mp
         .to_str()
         .ok_or_else(|| anyhow!("mount point {} is not valid UTF-8", mp.display()))?
         .to_string();
+    Ok((mp, path))
+}
+
+/// `fsctl mount CNO MOUNTPOINT [TARGET]`: the running fsd mounts
+/// checkpoint `cno` read-only at `mountpoint`.
+pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
+    let (mp, path) = mount_path(mountpoint)?;
+    if !mp.is_dir() {
+        bail!("mount point {} is not a directory", mp.display());
+    }
     let mut c = connect(target)?;
     match c.call(&MountCheckpoint { cno, path }) {
         Ok(Done) => Ok(Exit::Ok),
@@ -252,12 +264,7 @@ pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit>
 /// `fsctl mount` (the target defaults to the mount point itself, which
 /// leads to the live filesystem's fsd).
 pub fn umount(mountpoint: &Path, target: Option<&Path>) -> Result<Exit> {
-    let mp = std::fs::canonicalize(mountpoint)
-        .with_context(|| format!("mount point {}", mountpoint.display()))?;
-    let path = mp
-        .to_str()
-        .ok_or_else(|| anyhow!("mount point {} is not valid UTF-8", mp.display()))?
-        .to_string();
+    let (mp, path) = mount_path(mountpoint)?;
     let mut c = connect(Some(target.unwrap_or(&mp)))?;
     match c.call(&UmountCheckpoint { path }) {
         Ok(Done) => Ok(Exit::Ok),

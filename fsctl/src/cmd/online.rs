@@ -130,29 +130,10 @@ pub fn lscp(
     as_json: bool,
 ) -> Result<Exit> {
     let mut c = connect(target)?;
-    let mut items = Vec::new();
-    let mut start = index.max(1);
-    loop {
-        let batch = c
-            .call(&GetCpinfo {
-                start_cno: start,
-                count: 1024,
-                flags: if snapshots {
-                    GET_CPINFO_SNAPSHOTS_ONLY
-                } else {
-                    0
-                },
-            })
-            .context("GET_CPINFO")?
-            .items;
-        let Some(last) = batch.last() else { break };
-        start = last.cno + 1;
-        items.extend(
-            batch
-                .into_iter()
-                .filter(|e| all || snapshots || e.flags & CPINFO_MINOR == 0),
-        );
-    }
+    let mut items: Vec<Cpinfo> = super::checkpoints::checkpoints_from(&mut c, index, snapshots)?
+        .into_iter()
+        .filter(|e| all || snapshots || e.flags & CPINFO_MINOR == 0)
+        .collect();
     if reverse {
         items.reverse();
     }
