@@ -196,9 +196,9 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
         ("size", d.total_blocks),
         ("free", d.free_blocks),
         ("reserved for cleaning", d.reserved_blocks),
-        ("live in the current checkpoint", d.live_blocks),
+        ("live in the current state", d.live_blocks),
         ("held by snapshots", d.snapshot_blocks),
-        ("held by the protection period", d.protected_blocks),
+        ("held by older checkpoints", d.protected_blocks),
         ("reclaimable by cleaning", d.reclaimable_blocks),
     ];
     if as_json {
