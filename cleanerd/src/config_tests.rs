@@ -189,7 +189,7 @@ fn bad_values_are_errors() {
         "selection_policy = \"fifo\"",
         1,
         Some("selection_policy"),
-        "unknown policy \"fifo\" (use one of timestamp, greedy, cost-benefit, age-threshold)",
+        "unknown policy \"fifo\" (use one of timestamp, greedy, cost-benefit, declining-cost)",
     );
     bad(
         "log_priority = \"loud\"",

@@ -408,7 +408,7 @@ mod tests {
 
     #[test]
     fn runs_are_deterministic() {
-        let cfg = SimConfig::small(Workload::Zipf(1.0), 0.8, Policy::AgeThreshold);
+        let cfg = SimConfig::small(Workload::Zipf(1.0), 0.8, Policy::DecliningCost);
         assert_eq!(simulate(&cfg), simulate(&cfg));
         let other = SimConfig { seed: 1, ..cfg };
         assert_ne!(simulate(&cfg), simulate(&other));

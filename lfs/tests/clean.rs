@@ -269,3 +269,71 @@ fn a_checkpoint_view_sees_the_attributes_of_its_time() {
     drop(view);
     fs.unmount().unwrap();
 }
+
+/// Out of space with no cleaner, a write fails at once; out of space while
+/// cleaning passes run, it waits for them and succeeds.
+#[test]
+fn a_write_out_of_space_waits_for_an_active_cleaner() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    // A 2 MiB file, overwritten (synced each round) until no space is left:
+    // the old copies are held by the checkpoints until a pass deletes them.
+    let nblocks = 512u64;
+    let mut ver = 0u64;
+    let mut full_at = None;
+    'fill: for round in 0..20u64 {
+        for b in 0..nblocks {
+            match fs.write(f.ino, b * BS as u64, &block(b, round)) {
+                Ok(_) => {}
+                Err(Error::NoSpace) => {
+                    full_at = Some((round, b));
+                    break 'fill;
+                }
+                Err(e) => panic!("write: {e}"),
+            }
+        }
+        fs.sync().unwrap();
+        ver = round;
+    }
+    let (round, b) = full_at.expect("the filesystem never filled");
+    let t = std::time::Instant::now();
+    assert!(matches!(
+        fs.write(f.ino, b * BS as u64, &block(b, round)),
+        Err(Error::NoSpace)
+    ));
+    assert!(t.elapsed() < Duration::from_secs(5), "no cleaner: no wait");
+    fs.sync().unwrap();
+    // Rewrite what the failed round wrote, so every block is `ver + 1`
+    // once the blocked write below is done.
+    // A pass that frees nothing (everything is inside its protection
+    // period): a cleaner is at work, but space comes only a second later,
+    // from the next passes.
+    fs.clean_segments(&[], Duration::from_secs(3600)).unwrap();
+    let cleaner = {
+        let fs = fs.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            fs.clean_segments(&[], Duration::ZERO).unwrap();
+            for _ in 0..20 {
+                clean_some(&fs, 4);
+            }
+        })
+    };
+    for b in 0..nblocks {
+        fs.write(f.ino, b * BS as u64, &block(b, ver + 1))
+            .unwrap_or_else(|e| panic!("block {b} with the cleaner at work: {e}"));
+    }
+    cleaner.join().unwrap();
+    fs.sync().unwrap();
+    let s = fs.stats();
+    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert!(get("space_waits") >= 1, "{s:?}");
+    for b in 0..nblocks {
+        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
+        assert!(got == block(b, ver + 1), "block {b}");
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}

@@ -92,6 +92,7 @@ impl Fs {
         report.blocks_freed = freed;
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
         if victims.is_empty() {
+            self.note_clean_pass();
             return Ok(report);
         }
 
@@ -235,6 +236,7 @@ impl Fs {
         }
         Stats::add(&self.stats.gc_passes, 1);
         Stats::add(&self.stats.gc_blocks_moved, report.blocks_moved);
+        self.note_clean_pass();
         log::info!(
             "cleaned {} segment(s): {} freed, {} blocks moved, {} bytes written, {} checkpoint(s) deleted",
             victims.len(),

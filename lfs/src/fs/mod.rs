@@ -552,15 +552,48 @@ impl Fs {
         Ok(out)
     }
 
-    /// Writes `data` at `offset`.
+    /// Writes `data` at `offset`. Out of space while a cleaner is at work
+    /// (a cleaning pass finished within [`CLEANER_ACTIVE`]), the write
+    /// waits for the passes to free segments, up to [`SPACE_WAIT`], rather
+    /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
-        let r = self.write_inner(ino, offset, data);
+        let mut r = self.write_inner(ino, offset, data);
+        if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
+            Stats::add(&self.stats.space_waits, 1);
+            while matches!(r, Err(Error::NoSpace))
+                && t.elapsed() < SPACE_WAIT
+                && self.cleaner_active()
+            {
+                self.wait_for_checkpoint(SPACE_POLL);
+                r = self.write_inner(ino, offset, data);
+            }
+        }
         if r.is_ok() {
             Stats::add(&self.stats.user_bytes, data.len() as u64);
         }
         self.stats.write_latency.record(t.elapsed());
         r
+    }
+
+    /// Records that a cleaning pass finished (see [`Self::write`]).
+    pub(crate) fn note_clean_pass(&self) {
+        *lock(&self.timer.last_clean) = Some(Instant::now());
+    }
+
+    /// Whether a cleaning pass finished within [`CLEANER_ACTIVE`].
+    fn cleaner_active(&self) -> bool {
+        lock(&self.timer.last_clean).is_some_and(|t| t.elapsed() < CLEANER_ACTIVE)
+    }
+
+    /// Waits up to `most` for the next checkpoint (every cleaning pass
+    /// ends with one) to finish.
+    fn wait_for_checkpoint(&self, most: Duration) {
+        let gen = lock(&self.timer.done).0;
+        let _ = self
+            .timer
+            .done_cv
+            .wait_timeout_while(lock(&self.timer.done), most, |d| d.0 == gen);
     }
 
     fn write_inner(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
@@ -651,6 +684,17 @@ const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(50);
 /// Longest a throttled writer waits for the checkpoint in flight.
 const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 
+/// A cleaner that finished a pass this recently is at work: a write that
+/// finds no space waits for it (cleanerd runs passes every
+/// `mc_cleaning_interval`, 1 s by default, when space is short).
+const CLEANER_ACTIVE: Duration = Duration::from_secs(10);
+
+/// Longest a write waits for the cleaner before ENOSPC.
+const SPACE_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a write waiting for space tries again without a checkpoint.
+const SPACE_POLL: Duration = Duration::from_millis(200);
+
 /// The checkpoint thread's controls; shared without keeping `Fs` alive.
 #[derive(Debug, Default)]
 struct Timer {
@@ -664,6 +708,8 @@ struct Timer {
     /// Checkpoints finished (or failed) so far, and the last failure.
     done: Mutex<(u64, Option<String>)>,
     done_cv: Condvar,
+    /// When the last cleaning pass finished.
+    last_clean: Mutex<Option<Instant>>,
 }
 
 impl Timer {

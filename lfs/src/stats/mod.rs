@@ -94,6 +94,8 @@ pub struct Stats {
     pub throttle_waits: AtomicU64,
     /// Writers slowed down in the proportional band.
     pub throttle_sleeps: AtomicU64,
+    /// Writes that found no space and waited for the cleaner.
+    pub space_waits: AtomicU64,
     /// Segments freed (all blocks dead).
     pub segments_freed: AtomicU64,
     /// fsync latency.
@@ -134,6 +136,7 @@ impl Stats {
                 ("fsyncs", g(&self.fsyncs)),
                 ("throttle_waits", g(&self.throttle_waits)),
                 ("throttle_sleeps", g(&self.throttle_sleeps)),
+                ("space_waits", g(&self.space_waits)),
                 ("segments_freed", g(&self.segments_freed)),
             ],
             histograms: vec![
