@@ -2312,8 +2312,11 @@ fn fixed_sequence_on_a_nearly_full_device() {
             "only {} NoSpace errors: the device never filled",
             stats.nospace
         );
+        // (Admission near full books up to 3 metadata blocks per dirty
+        // block, bounded by the metadata there is, so a nearly full
+        // device takes fewer writes than it would with a looser guess.)
         assert!(
-            stats.writes_ok > 100,
+            stats.writes_ok > 50,
             "only {} writes succeeded",
             stats.writes_ok
         );

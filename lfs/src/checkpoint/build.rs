@@ -241,6 +241,10 @@ impl State {
                 None => {
                     let c = self.segs.peek_clean(2);
                     if c.len() < 2 {
+                        log::warn!(
+                            "checkpoint: no two clean segments to open the cold log for {} moved blocks",
+                            gc.len()
+                        );
                         return Err(Error::NoSpace);
                     }
                     let h = Head {
@@ -267,7 +271,14 @@ impl State {
                 bps,
                 &clean,
             )
-            .ok_or(Error::NoSpace)?;
+            .ok_or_else(|| {
+                log::warn!(
+                    "checkpoint: {} moved blocks need {need} segments, {} clean",
+                    gc.len(),
+                    clean.len()
+                );
+                Error::NoSpace
+            })?;
             Some((lay, fresh))
         };
         let cold_segs: BTreeSet<u64> = cold
@@ -298,7 +309,20 @@ impl State {
                 .filter(|s| !cold_segs.contains(s))
                 .collect();
             let lay = layout::plan(self.head, n, bs, |s| sb.segment_start(s), bps, &clean)
-                .ok_or(Error::NoSpace)?;
+                .ok_or_else(|| {
+                    log::warn!(
+                        "checkpoint: {n} blocks ({} data, {} DAT, {} DAT nodes, {} cpfile, {} usage) \
+                         do not fit: {} clean segments besides the cold log's {}",
+                        virt.len(),
+                        dat_blocks.len(),
+                        dat_nodes.len(),
+                        cp_blocks.len() + cp_nodes.len(),
+                        su_blocks.len() + su_nodes.len(),
+                        clean.len(),
+                        cold_segs.len()
+                    );
+                    Error::NoSpace
+                })?;
             let mut touched = old_segs.clone();
             touched.extend(cold_segs.iter().copied());
             touched.extend(lay.spans.iter().map(|s| s.seg));

@@ -92,7 +92,7 @@ impl Fs {
         report.blocks_freed = freed;
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
         if victims.is_empty() {
-            self.note_clean_pass();
+            self.note_cleaner();
             return Ok(report);
         }
 
@@ -121,6 +121,22 @@ impl Fs {
                 {
                     return Err(Error::Again(format!("segment {s} is a log head")));
                 }
+            }
+            // The live blocks move into the cleaning reserve before the
+            // victims are freed: they must fit with a quarter of the
+            // reserve left for the checkpoints (as deleting checkpoints
+            // keeps), or the checkpoint could not be built.
+            let live: u64 = victims
+                .iter()
+                .map(|&s| u64::from(st.segs.get(s).nlive))
+                .sum();
+            let keep = st.sb.reserved_segments().div_ceil(4);
+            let room = st.avail_blocks_keeping(keep);
+            if live > room {
+                return Err(Error::Again(format!(
+                    "the {live} live blocks of segments {victims:?} do not fit in the {room} \
+                     blocks left for cleaning; clean fewer at once"
+                )));
             }
             (st.dev.clone(), st.sb.clone())
         };
@@ -236,7 +252,7 @@ impl Fs {
         }
         Stats::add(&self.stats.gc_passes, 1);
         Stats::add(&self.stats.gc_blocks_moved, report.blocks_moved);
-        self.note_clean_pass();
+        self.note_cleaner();
         log::info!(
             "cleaned {} segment(s): {} freed, {} blocks moved, {} bytes written, {} checkpoint(s) deleted",
             victims.len(),

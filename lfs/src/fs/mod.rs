@@ -553,7 +553,7 @@ impl Fs {
     }
 
     /// Writes `data` at `offset`. Out of space while a cleaner is at work
-    /// (a cleaning pass finished within [`CLEANER_ACTIVE`]), the write
+    /// ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), the write
     /// waits for the passes to free segments, up to [`SPACE_WAIT`], rather
     /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
@@ -576,12 +576,14 @@ impl Fs {
         r
     }
 
-    /// Records that a cleaning pass finished (see [`Self::write`]).
-    pub(crate) fn note_clean_pass(&self) {
+    /// Records that a cleaner is at work: a cleaning pass finished, or a
+    /// cleaner asked for the segment counts it decides by (see
+    /// [`Self::write`]).
+    pub fn note_cleaner(&self) {
         *lock(&self.timer.last_clean) = Some(Instant::now());
     }
 
-    /// Whether a cleaning pass finished within [`CLEANER_ACTIVE`].
+    /// Whether a cleaner was at work within [`CLEANER_ACTIVE`].
     fn cleaner_active(&self) -> bool {
         lock(&self.timer.last_clean).is_some_and(|t| t.elapsed() < CLEANER_ACTIVE)
     }
@@ -684,10 +686,11 @@ const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(50);
 /// Longest a throttled writer waits for the checkpoint in flight.
 const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 
-/// A cleaner that finished a pass this recently is at work: a write that
-/// finds no space waits for it (cleanerd runs passes every
-/// `mc_cleaning_interval`, 1 s by default, when space is short).
-const CLEANER_ACTIVE: Duration = Duration::from_secs(10);
+/// A cleaner heard from this recently is at work: a write that finds no
+/// space waits for it (cleanerd asks for the segment counts every
+/// `clean_check_interval`, 10 s by default, and runs passes every
+/// `mc_cleaning_interval`, 1 s, when space is short).
+const CLEANER_ACTIVE: Duration = Duration::from_secs(15);
 
 /// Longest a write waits for the cleaner before ENOSPC.
 const SPACE_WAIT: Duration = Duration::from_secs(30);

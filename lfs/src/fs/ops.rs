@@ -729,10 +729,20 @@ impl State {
         let clean = self.segs.nclean() + self.segs.npending();
         let head_room = self.sb.segment_start(self.head.seg) + bps - self.head.block;
         let free = clean.saturating_sub(reserved) * bps + head_room;
-        // Metadata written with the dirty blocks: indirect, inode file,
-        // DAT and usage blocks, about one in 32, plus a fixed margin.
-        let overhead = self.dirty_blocks / 32 + 64;
-        free.saturating_sub(self.dirty_blocks + overhead)
+        // Blocks a cleaning pass queued for the cold log count as dirty.
+        let dirty = self.dirty_blocks + self.gc_queue.len() as u64;
+        // Metadata the next checkpoint writes with them. Random small
+        // overwrites can dirty, per data block, the DAT blocks of its new
+        // and its retired entry and an indirect block: up to 3 each, but
+        // never more than there is (the DAT, and the indirect blocks of
+        // every mapped block, one per 256 at most), plus a fixed margin
+        // for the checkpoint file, usage and inode blocks. An estimate of
+        // one in 32 let repeated small checkpoints at the edge of a full
+        // filesystem eat the cleaning reserve until one could not be
+        // built.
+        let all_meta = self.dat.nblocks() + self.dat.nslots() / 256;
+        let overhead = (3 * dirty).min(all_meta.max(dirty / 32)) + 64;
+        free.saturating_sub(dirty + overhead)
     }
 
     /// Writes `data` at `off` into `ino`.
