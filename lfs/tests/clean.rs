@@ -181,9 +181,22 @@ fn snapshots_survive_cleaning_of_their_segments() {
     let dev = fresh(24 << 20);
     let fs = mount(&dev);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0, 0).unwrap();
+    // f's blocks share segments with g's first copies, which are dead by
+    // the snapshot (cleaning refuses segments it cannot gain from); a
+    // checkpoint groups each file's blocks, so one every 8 pairs mixes them.
     for b in 0..300u64 {
         fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
+        fs.write(g.ino, b * BS as u64, &block(b, 7)).unwrap();
+        if b % 8 == 7 {
+            fs.sync().unwrap();
+        }
     }
+    fs.sync().unwrap();
+    for b in 0..300u64 {
+        fs.write(g.ino, b * BS as u64, &block(b, 8)).unwrap();
+    }
+    fs.sync().unwrap();
     let snap = fs.make_checkpoint(true).unwrap();
     for b in 0..300u64 {
         fs.write(f.ino, b * BS as u64, &block(b, 1)).unwrap();
@@ -191,8 +204,9 @@ fn snapshots_survive_cleaning_of_their_segments() {
     fs.sync().unwrap();
     // Everything of version 0 is kept by the snapshot: cleaning its
     // segments moves it rather than dropping it.
-    let r = clean_some(&fs, 8);
-    assert!(r.blocks_moved >= 300, "{r:?}");
+    fs.clean_segments(&[], Duration::ZERO).unwrap();
+    let r = clean_some(&fs, 24);
+    assert!(r.blocks_moved >= 250, "{r:?}");
     assert!(fs.df().snapshot_blocks >= 300);
     fs.unmount().unwrap();
     drop(fs);
@@ -332,6 +346,73 @@ fn a_write_out_of_space_waits_for_an_active_cleaner() {
     for b in 0..nblocks {
         let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
         assert!(got == block(b, ver + 1), "block {b}");
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
+/// A writer that keeps a filesystem at the edge of full with random
+/// single-block overwrites while a cleaner thread runs passes: every write
+/// succeeds (waiting for space where it must) and no checkpoint ever fails
+/// for space (once, repeated small checkpoints at the edge ate the cleaning
+/// reserve until one could not be built and the filesystem went read-only).
+#[test]
+#[ignore = "known failure (issue 6): on this 16 MiB device with 64-block segments and a \
+            4-segment reserve, after about 800 writes neither deleting checkpoints nor any \
+            cleaning pass fits in what is left of the reserve, and writes get ENOSPC; run with \
+            --ignored to reproduce"]
+fn random_overwrites_at_the_edge_of_full_with_a_concurrent_cleaner() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    let st = fs.statfs().unwrap();
+    let nblocks = st.bavail * 7 / 10;
+    let mut ver = vec![0u64; nblocks as usize];
+    for b in 0..nblocks {
+        fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
+    }
+    fs.sync().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cleaner = {
+        let (fs, stop) = (fs.clone(), stop.clone());
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // What fsd does when cleanerd polls the segment counts.
+                fs.note_cleaner();
+                let su = fs.sustat();
+                if su.nclean < su.nreserved + 8 {
+                    match fs.clean_segments(&[], Duration::ZERO) {
+                        Ok(_) | Err(Error::NoSpace) => {}
+                        Err(e) => panic!("deleting checkpoints: {e}"),
+                    }
+                    clean_some(&fs, 2);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    for i in 0..3 * nblocks {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let b = (rng >> 8) % nblocks;
+        ver[b as usize] += 1;
+        if let Err(e) = fs.write(f.ino, b * BS as u64, &block(b, ver[b as usize])) {
+            panic!("write {i}: {e}\n{:?}", fs.sustat());
+        }
+        if i % 16 == 0 {
+            fs.sync()
+                .unwrap_or_else(|e| panic!("sync after write {i}: {e}"));
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    cleaner.join().unwrap();
+    fs.sync().unwrap();
+    for b in 0..nblocks {
+        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
+        assert!(got == block(b, ver[b as usize]), "block {b}");
     }
     fs.unmount().unwrap();
     drop(fs);

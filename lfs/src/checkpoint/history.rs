@@ -146,9 +146,9 @@ impl History {
         Ok(())
     }
 
-    /// Deletes every plain, unmounted checkpoint other than `latest`
-    /// created before `before_ns`; returns how many.
-    pub fn delete_older(&mut self, before_ns: u64, latest: u64) -> u64 {
+    /// Deletes the oldest `limit` plain, unmounted checkpoints other than
+    /// `latest` created before `before_ns`; returns how many.
+    pub fn delete_older(&mut self, before_ns: u64, latest: u64, limit: usize) -> u64 {
         let doomed: Vec<u64> = self
             .valid
             .iter()
@@ -159,6 +159,7 @@ impl History {
                     && !self.mounted.contains_key(&c)
             })
             .map(|(&c, _)| c)
+            .take(limit)
             .collect();
         for &c in &doomed {
             self.valid.remove(&c);
@@ -246,7 +247,9 @@ impl State {
             .collect();
         let cp_blocks: BTreeSet<u64> = h.changed().iter().map(|c| c / per_cp).collect();
         let cost = (dat_blocks.len() + segs.len() + cp_blocks.len()) as u64;
-        let keep = self.sb.reserved_segments().div_ceil(4);
+        // Half the reserve stays: a quarter for cleaning passes (which
+        // must be able to run after this), a quarter for checkpoints.
+        let keep = self.sb.reserved_segments().div_ceil(2);
         if cost > self.avail_blocks_keeping(keep) {
             return Err(Error::NoSpace);
         }
@@ -287,12 +290,21 @@ impl State {
     /// latest, snapshots or mounted ones) and frees what only they kept.
     pub fn delete_checkpoints_before(&mut self, before_ns: u64) -> Result<(u64, Freed)> {
         self.writable()?;
-        let mut h = self.history.clone();
-        let n = h.delete_older(before_ns, self.cno);
-        if n == 0 {
-            return Ok((0, Freed::default()));
+        // Short of room for all of them, the oldest half, and so on: a
+        // nearly full filesystem gives space back a little at a time.
+        let mut limit = usize::MAX;
+        loop {
+            let mut h = self.history.clone();
+            let n = h.delete_older(before_ns, self.cno, limit);
+            if n == 0 {
+                return Ok((0, Freed::default()));
+            }
+            match self.commit_history(h) {
+                Ok(f) => return Ok((n, f)),
+                Err(Error::NoSpace) if n > 1 => limit = (n / 2) as usize,
+                Err(e) => return Err(e),
+            }
         }
-        Ok((n, self.commit_history(h)?))
     }
 }
 
@@ -346,9 +358,11 @@ mod tests {
         let mut h = hist(&[(1, 0), (2, CP_FLAG_SNAPSHOT), (3, 0), (4, 0), (5, 0)]);
         h.mount(3).unwrap();
         // ctime = cno * 10: everything before 45 ns is old.
-        assert_eq!(h.delete_older(45, 5), 2);
+        assert_eq!(h.delete_older(45, 5, 1), 1);
+        assert_eq!(h.valid.keys().copied().collect::<Vec<_>>(), [2, 3, 4, 5]);
+        assert_eq!(h.delete_older(45, 5, usize::MAX), 1);
         assert_eq!(h.valid.keys().copied().collect::<Vec<_>>(), [2, 3, 5]);
-        assert_eq!(h.delete_older(u64::MAX, 5), 0);
+        assert_eq!(h.delete_older(u64::MAX, 5, usize::MAX), 0);
         assert_eq!(h.snapshots().collect::<Vec<_>>(), [2]);
     }
 }

@@ -87,10 +87,15 @@ impl Fs {
         }
         let _running = Running(&self.cleaning);
         let mut report = CleanReport::default();
-        let (deleted, freed) = self.delete_checkpoints_older_than(protection)?;
+        let victims: BTreeSet<u64> = segments.iter().copied().collect();
+        // Without room to delete checkpoints, moving blocks may still make
+        // some (a segment's dead blocks are freed with it).
+        let (deleted, freed) = match self.delete_checkpoints_older_than(protection) {
+            Err(Error::NoSpace) if !victims.is_empty() => (0, 0),
+            r => r?,
+        };
         report.checkpoints_deleted = deleted;
         report.blocks_freed = freed;
-        let victims: BTreeSet<u64> = segments.iter().copied().collect();
         if victims.is_empty() {
             self.note_cleaner();
             return Ok(report);
@@ -130,8 +135,7 @@ impl Fs {
                 .iter()
                 .map(|&s| u64::from(st.segs.get(s).nlive))
                 .sum();
-            let keep = st.sb.reserved_segments().div_ceil(4);
-            let room = st.avail_blocks_keeping(keep);
+            let room = st.avail_blocks_keeping(st.sb.reserved_segments().div_ceil(4));
             if live > room {
                 return Err(Error::Again(format!(
                     "the {live} live blocks of segments {victims:?} do not fit in the {room} \
@@ -183,6 +187,22 @@ impl Fs {
                     // indirect blocks on its path too.
                     meta.push(mk(e.offset));
                 }
+            }
+            // What the pass will write: the moved blocks, the metadata
+            // blocks rewritten in place of moved ones, the DAT blocks of
+            // the moved entries, usage and checkpoint blocks. It must fit
+            // with a quarter of the reserve left for checkpoints, and free
+            // more than it writes, or cleaning would eat the reserve.
+            let per_dat = crate::format::MetaKind::Dat.per_block(st.bs) as u64;
+            let dat_blocks: HashSet<u64> = wanted.iter().map(|(_, e)| e.vblock / per_dat).collect();
+            let cost = (wanted.len() + meta.len() + dat_blocks.len()) as u64 + 16;
+            let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
+            let room = st.avail_blocks_keeping(st.sb.reserved_segments().div_ceil(4));
+            if cost > room || cost >= gain {
+                return Err(Error::Again(format!(
+                    "cleaning segments {victims:?} would write about {cost} blocks to free \
+                     {gain}, with {room} left for cleaning; clean fewer or emptier segments"
+                )));
             }
             // 4a. Metadata blocks: rewritten by the next checkpoint.
             for m in &meta {
