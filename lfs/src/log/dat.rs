@@ -18,7 +18,9 @@ use crate::{Error, Result};
 #[derive(Debug, Clone)]
 pub struct Dat {
     entries: Vec<DatEntry>,
-    free: Vec<u64>,
+    /// Reusable numbers, lowest first: consecutive allocations land in
+    /// few DAT blocks, so a checkpoint rewrites few of them.
+    free: BTreeSet<u64>,
     pending: Vec<u64>,
     dirty: BTreeSet<u64>,
     per_block: u64,
@@ -33,7 +35,6 @@ impl Dat {
             .skip(1)
             .filter(|(_, e)| e.phys == 0)
             .map(|(i, _)| i as u64)
-            .rev()
             .collect();
         let mut entries = entries;
         if entries.is_empty() {
@@ -107,7 +108,7 @@ impl Dat {
 
     /// Allocates a virtual block; its address is set with [`Self::assign`].
     pub fn alloc(&mut self) -> u64 {
-        let v = match self.free.pop() {
+        let v = match self.free.pop_first() {
             Some(v) => v,
             None => {
                 self.entries.push(DatEntry::default());
@@ -203,7 +204,7 @@ impl Dat {
     /// Called when the checkpoint that retired the pending numbers is
     /// durable: they become reusable.
     pub fn release_pending(&mut self) {
-        self.free.append(&mut self.pending);
+        self.free.extend(self.pending.drain(..));
     }
 
     /// Makes the next checkpoint rewrite DAT file block `b` (cleaning moves
