@@ -11,8 +11,12 @@
 //!    `use_set_suinfo` the chosen segments are marked young (SET_SUINFO,
 //!    `last_mod` = now) so the next pass looks at others.
 //! 5. Otherwise CLEAN_SEGMENTS with the chosen segments. If fsd answers
-//!    EAGAIN (one of them cannot be cleaned now), each is sent alone and
-//!    those answered EAGAIN are skipped this pass.
+//!    EAGAIN (one of them cannot be cleaned now, or cleaning it would
+//!    write more than it frees), each is sent alone and those answered
+//!    EAGAIN are skipped this pass; the next candidates in the policy's
+//!    order are then tried one by one (at most [`EXTRA_TRIES`] per segment
+//!    wanted) until `nsegments` were cleaned, so that a policy whose
+//!    favourites fsd refuses still makes room.
 
 use lfs_proto::msg::{CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat};
 use lfs_proto::{Client, ClientError};
@@ -23,6 +27,10 @@ use crate::schedule::Effort;
 
 /// The errno fsd answers for a segment it cannot clean now.
 const EAGAIN: i32 = nix::libc::EAGAIN;
+
+/// After refusals, how many more candidates a pass tries per segment it
+/// was asked to clean.
+pub const EXTRA_TRIES: usize = 4;
 
 /// What a pass is asked to do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +305,37 @@ pub fn run_pass(
                 request: format!("CLEAN_SEGMENTS {:?}", report.chosen),
                 error,
             })
+        }
+    }
+    let want = spec.effort.nsegments;
+    if report.cleaned.len() < want && !report.skipped.is_empty() {
+        let ranked = policy::rank(spec.policy, &cands, now, st.blocks_per_segment, history);
+        for cand in ranked
+            .iter()
+            .skip(report.chosen.len())
+            .take(EXTRA_TRIES * want)
+        {
+            if report.cleaned.len() >= want {
+                break;
+            }
+            let segnum = cand.segnum;
+            let one = CleanSegments {
+                protection_s,
+                segments: vec![segnum],
+            };
+            match c.call(&one) {
+                Ok(r) => {
+                    report.add(&r);
+                    report.cleaned.push(segnum);
+                }
+                Err(e) if e.errno() == Some(EAGAIN) => report.skipped.push(segnum),
+                Err(error) => {
+                    return Err(PassError {
+                        request: format!("CLEAN_SEGMENTS [{segnum}]"),
+                        error,
+                    })
+                }
+            }
         }
     }
     Ok(report)

@@ -243,12 +243,20 @@ fn eagain_segments_are_skipped_this_pass() {
     let mut rig = Rig::new(s, "");
     wait_until("a pass", || rig.status().passes >= 1);
     let last = rig.status().recent[0].clone();
-    assert_eq!(last.segments, 3);
+    assert_eq!(last.segments, 4);
     let cleanings = rig.fs.state().cleanings();
-    // All four at once (EAGAIN), then one by one.
+    // All four at once (EAGAIN), then one by one, then the next candidate
+    // in place of the refused one.
     assert_eq!(
-        cleanings[..5],
-        [vec![0, 1, 2, 3], vec![0], vec![1], vec![2], vec![3]]
+        cleanings[..6],
+        [
+            vec![0, 1, 2, 3],
+            vec![0],
+            vec![1],
+            vec![2],
+            vec![3],
+            vec![4]
+        ]
     );
     assert!(rig.stop().is_ok());
 }
