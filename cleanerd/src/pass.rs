@@ -3,7 +3,8 @@
 //!
 //! 1. CLEAN_SEGMENTS with no segments: fsd deletes the plain checkpoints
 //!    older than the protection period, so the `nlive` read next counts
-//!    only blocks something still needs.
+//!    only blocks something still needs (ENOSPC, no room even for that:
+//!    the pass goes on, since cleaning segments can make room).
 //! 2. GET_SUINFO of every segment; [`History::observe`] records it.
 //! 3. The policy chooses up to `nsegments` candidates.
 //! 4. If they have fewer reclaimable blocks than `min_reclaimable` per
@@ -211,15 +212,24 @@ pub fn run_pass(
         blocks_freed: 0,
     };
     let protection_s = spec.protection_s;
-    let expire = call(
-        c,
-        &CleanSegments {
-            protection_s,
-            segments: Vec::new(),
-        },
-        || format!("CLEAN_SEGMENTS (deleting checkpoints older than {protection_s} s)"),
-    )?;
-    report.add(&expire);
+    let expire = CleanSegments {
+        protection_s,
+        segments: Vec::new(),
+    };
+    match c.call(&expire) {
+        Ok(r) => report.add(&r),
+        // No room to delete checkpoints: cleaning segments may make some
+        // (fsd then deletes what fits with them).
+        Err(e) if e.errno() == Some(nix::libc::ENOSPC) => {}
+        Err(error) => {
+            return Err(PassError {
+                request: format!(
+                    "CLEAN_SEGMENTS (deleting checkpoints older than {protection_s} s)"
+                ),
+                error,
+            })
+        }
+    }
 
     let items = read_suinfo(c, st.nsegs)?;
     history.observe(now, &items);
