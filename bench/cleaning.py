@@ -422,7 +422,7 @@ def report(out, mode, meta, wa_rows, s4):
                 row = f"| {wl} | {u} % |"
                 for p in POLICIES:
                     r = cells.get(p)
-                    row += " " + (fmt(r["wa"]) if r and "error" not in r else "FAILED") + " |"
+                    row += " " + ("not run" if r is None else "FAILED" if "error" in r else fmt(r["wa"])) + " |"
                 others = [cells[p]["wa"] for p in POLICIES if p != OURS and p in cells and cells[p].get("wa")]
                 ours = cells.get(OURS, {}).get("wa")
                 row += f" {fmt(ours / min(others)) if ours and others else 'n/a'} |"
