@@ -14,10 +14,10 @@
 //! 5. Otherwise CLEAN_SEGMENTS with the chosen segments. If fsd answers
 //!    EAGAIN (one of them cannot be cleaned now, or cleaning it would
 //!    write more than it frees), each is sent alone and those answered
-//!    EAGAIN are skipped this pass; the next candidates in the policy's
-//!    order are then tried one by one (at most [`EXTRA_TRIES`] per segment
-//!    wanted) until `nsegments` were cleaned, so that a policy whose
-//!    favourites fsd refuses still makes room.
+//!    EAGAIN are skipped this pass; other candidates are then tried one by
+//!    one in greedy order (most reclaimable first; at most [`EXTRA_TRIES`]
+//!    per segment wanted) until `nsegments` were cleaned, so that a policy
+//!    whose favourites fsd refuses still makes room.
 
 use lfs_proto::msg::{CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat};
 use lfs_proto::{Client, ClientError};
@@ -319,10 +319,13 @@ pub fn run_pass(
     }
     let want = spec.effort.nsegments;
     if report.cleaned.len() < want && !report.skipped.is_empty() {
-        let ranked = policy::rank(spec.policy, &cands, now, st.blocks_per_segment, history);
+        // In greedy order: the segments most likely to free more than
+        // cleaning them writes.
+        let ranked = policy::rank(Policy::Greedy, &cands, now, st.blocks_per_segment, history);
+        let tried: Vec<u64> = report.chosen.clone();
         for cand in ranked
             .iter()
-            .skip(report.chosen.len())
+            .filter(|c| !tried.contains(&c.segnum))
             .take(EXTRA_TRIES * want)
         {
             if report.cleaned.len() >= want {
