@@ -194,7 +194,12 @@ impl Fs {
             // with a quarter of the reserve left for checkpoints, and free
             // more than it writes, or cleaning would eat the reserve.
             let per_dat = crate::format::MetaKind::Dat.per_block(st.bs) as u64;
-            let dat_blocks: HashSet<u64> = wanted.iter().map(|(_, e)| e.vblock / per_dat).collect();
+            // (DAT blocks the next checkpoint rewrites anyway cost nothing.)
+            let dat_blocks: HashSet<u64> = wanted
+                .iter()
+                .map(|(_, e)| e.vblock / per_dat)
+                .filter(|&b| !st.dat.is_block_dirty(b))
+                .collect();
             let cost = (wanted.len() + meta.len() + dat_blocks.len()) as u64 + 16;
             let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
             let room = st.avail_blocks_keeping(st.sb.reserved_segments().div_ceil(4));

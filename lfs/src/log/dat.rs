@@ -207,6 +207,11 @@ impl Dat {
         self.free.extend(self.pending.drain(..));
     }
 
+    /// Whether the next checkpoint already rewrites DAT file block `b`.
+    pub fn is_block_dirty(&self, b: u64) -> bool {
+        self.dirty.contains(&b)
+    }
+
     /// Makes the next checkpoint rewrite DAT file block `b` (cleaning moves
     /// it out of its segment).
     pub fn mark_block_dirty(&mut self, b: u64) {
