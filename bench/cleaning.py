@@ -409,7 +409,7 @@ def report(out, mode, meta, wa_rows, s4):
               "Each cell: a fresh filesystem, one file of the given share of the space outside the "
               "cleaning reserve, overwritten by fio (4 KiB, O_DIRECT, libaio QD8, `random_distribution` "
               "as named: `zoned:80/20:20/80`, `zoned:90/10:10/90`, `zipf:1.1`) while cleanerd runs with "
-              "the policy (protection_period 0, cleaning between 4 % and 6 % clean segments; the settings "
+              "the policy (protection_period 0, cleaning between 8 % and 11 % clean segments, the 5 % reserve included; the settings "
               "are in bench/cleaning.py). WA = Δ(device data + metadata + cleaning bytes) ÷ Δ user bytes "
               "over the measured phase, from fsd's counters (`fsctl stat`). Lower is better.", "",
               "| workload | live data | " + " | ".join(POLICIES) + f" | {OURS} ÷ best other |",
