@@ -290,23 +290,7 @@ pub fn run_pass(
         }
         Err(e) if e.errno() == Some(EAGAIN) && report.chosen.len() > 1 => {
             for segnum in report.chosen.clone() {
-                let one = CleanSegments {
-                    protection_s,
-                    segments: vec![segnum],
-                };
-                match c.call(&one) {
-                    Ok(r) => {
-                        report.add(&r);
-                        report.cleaned.push(segnum);
-                    }
-                    Err(e) if e.errno() == Some(EAGAIN) => report.skipped.push(segnum),
-                    Err(error) => {
-                        return Err(PassError {
-                            request: format!("CLEAN_SEGMENTS [{segnum}]"),
-                            error,
-                        })
-                    }
-                }
+                clean_one(c, protection_s, segnum, &mut report)?;
             }
         }
         Err(e) if e.errno() == Some(EAGAIN) => report.skipped = report.chosen.clone(),
@@ -331,25 +315,35 @@ pub fn run_pass(
             if report.cleaned.len() >= want {
                 break;
             }
-            let segnum = cand.segnum;
-            let one = CleanSegments {
-                protection_s,
-                segments: vec![segnum],
-            };
-            match c.call(&one) {
-                Ok(r) => {
-                    report.add(&r);
-                    report.cleaned.push(segnum);
-                }
-                Err(e) if e.errno() == Some(EAGAIN) => report.skipped.push(segnum),
-                Err(error) => {
-                    return Err(PassError {
-                        request: format!("CLEAN_SEGMENTS [{segnum}]"),
-                        error,
-                    })
-                }
-            }
+            clean_one(c, protection_s, cand.segnum, &mut report)?;
         }
     }
     Ok(report)
+}
+
+/// CLEAN_SEGMENTS of one segment: cleaned, or skipped on EAGAIN.
+fn clean_one(
+    c: &mut Client,
+    protection_s: u32,
+    segnum: u64,
+    report: &mut PassReport,
+) -> Result<(), PassError> {
+    let one = CleanSegments {
+        protection_s,
+        segments: vec![segnum],
+    };
+    match c.call(&one) {
+        Ok(r) => {
+            report.add(&r);
+            report.cleaned.push(segnum);
+        }
+        Err(e) if e.errno() == Some(EAGAIN) => report.skipped.push(segnum),
+        Err(error) => {
+            return Err(PassError {
+                request: format!("CLEAN_SEGMENTS [{segnum}]"),
+                error,
+            })
+        }
+    }
+    Ok(())
 }
