@@ -43,6 +43,14 @@ fn block(b: u64, ver: u64) -> Vec<u8> {
     v
 }
 
+/// Writes version 0 of blocks `0..nblocks` of `ino`, then syncs.
+fn fill(fs: &Fs, ino: u64, nblocks: u64) {
+    for b in 0..nblocks {
+        fs.write(ino, b * BS as u64, &block(b, 0)).unwrap();
+    }
+    fs.sync().unwrap();
+}
+
 /// Dirty, inactive segments with the fewest live blocks first (greedy).
 fn victims(fs: &Fs, n: usize) -> Vec<u64> {
     let (usage, _) = fs.segment_usage();
@@ -80,10 +88,7 @@ fn cleaning_moves_live_blocks_and_frees_segments() {
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
     let nblocks = 600u64;
     let mut ver = vec![0u64; nblocks as usize];
-    for b in 0..nblocks {
-        fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
-    }
-    fs.sync().unwrap();
+    fill(&fs, f.ino, nblocks);
     // Overwrite every third block: the old copies are dead once the old
     // checkpoints go.
     for b in (0..nblocks).step_by(3) {
@@ -128,10 +133,7 @@ fn overwriting_five_times_the_free_space_with_cleaning() {
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
     let nblocks = 1200u64; // about 4.7 MiB of a 16 MiB device
     let mut ver = vec![0u64; nblocks as usize];
-    for b in 0..nblocks {
-        fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
-    }
-    fs.sync().unwrap();
+    fill(&fs, f.ino, nblocks);
     let free = fs.statfs().unwrap().bavail * fs.statfs().unwrap().bsize as u64;
     let mut written = 0u64;
     let mut rng = 0x1234_5678_u64;
@@ -369,10 +371,7 @@ fn random_overwrites_at_the_edge_of_full_with_a_concurrent_cleaner() {
     let st = fs.statfs().unwrap();
     let nblocks = st.bavail * 7 / 10;
     let mut ver = vec![0u64; nblocks as usize];
-    for b in 0..nblocks {
-        fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
-    }
-    fs.sync().unwrap();
+    fill(&fs, f.ino, nblocks);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let cleaner = {
         let (fs, stop) = (fs.clone(), stop.clone());

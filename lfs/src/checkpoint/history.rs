@@ -247,10 +247,7 @@ impl State {
             .collect();
         let cp_blocks: BTreeSet<u64> = h.changed().iter().map(|c| c / per_cp).collect();
         let cost = (dat_blocks.len() + segs.len() + cp_blocks.len()) as u64;
-        // A quarter of the reserve stays (cleaning passes keep the same):
-        // what this books is written by the next checkpoint.
-        let keep = self.sb.reserved_segments().div_ceil(4);
-        if cost > self.avail_blocks_keeping(keep) {
+        if cost > self.avail_for_cleaning() {
             return Err(Error::NoSpace);
         }
         self.history = h;

@@ -127,21 +127,6 @@ impl Fs {
                     return Err(Error::Again(format!("segment {s} is a log head")));
                 }
             }
-            // The live blocks move into the cleaning reserve before the
-            // victims are freed: they must fit with a quarter of the
-            // reserve left for the checkpoints (as deleting checkpoints
-            // keeps), or the checkpoint could not be built.
-            let live: u64 = victims
-                .iter()
-                .map(|&s| u64::from(st.segs.get(s).nlive))
-                .sum();
-            let room = st.avail_blocks_keeping(st.sb.reserved_segments().div_ceil(4));
-            if live > room {
-                return Err(Error::Again(format!(
-                    "the {live} live blocks of segments {victims:?} do not fit in the {room} \
-                     blocks left for cleaning; clean fewer at once"
-                )));
-            }
             (st.dev.clone(), st.sb.clone())
         };
 
@@ -191,8 +176,8 @@ impl Fs {
             // What the pass will write: the moved blocks, the metadata
             // blocks rewritten in place of moved ones, the DAT blocks of
             // the moved entries, usage and checkpoint blocks. It must fit
-            // with a quarter of the reserve left for checkpoints, and free
-            // more than it writes, or cleaning would eat the reserve.
+            // in the room cleaning may use, and free more than it writes,
+            // or cleaning would eat the reserve.
             let per_dat = crate::format::MetaKind::Dat.per_block(st.bs) as u64;
             // (DAT blocks the next checkpoint rewrites anyway cost nothing.)
             let dat_blocks: HashSet<u64> = wanted
@@ -202,7 +187,7 @@ impl Fs {
                 .collect();
             let cost = (wanted.len() + meta.len() + dat_blocks.len()) as u64 + 16;
             let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
-            let room = st.avail_blocks_keeping(st.sb.reserved_segments().div_ceil(4));
+            let room = st.avail_for_cleaning();
             if cost > room || cost >= gain {
                 return Err(Error::Again(format!(
                     "cleaning segments {victims:?} would write about {cost} blocks to free \

@@ -403,16 +403,10 @@ impl Fs {
             return Ok(());
         }
         Stats::add(&self.stats.throttle_waits, 1);
-        let gen = lock(&self.timer.done).0;
-        let (g, _) = self
-            .timer
-            .done_cv
-            .wait_timeout_while(lock(&self.timer.done), THROTTLE_WAIT, |d| d.0 == gen)
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(why) = &g.1 {
-            return Err(Error::ReadOnly(why.clone()));
+        match self.wait_for_checkpoint(THROTTLE_WAIT) {
+            Some(why) => Err(Error::ReadOnly(why)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Attributes of `ino`.
@@ -565,7 +559,10 @@ impl Fs {
                 && t.elapsed() < SPACE_WAIT
                 && self.cleaner_active()
             {
-                self.wait_for_checkpoint(SPACE_POLL);
+                if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
+                    r = Err(Error::ReadOnly(why));
+                    break;
+                }
                 r = self.write_inner(ino, offset, data);
             }
         }
@@ -589,13 +586,15 @@ impl Fs {
     }
 
     /// Waits up to `most` for the next checkpoint (every cleaning pass
-    /// ends with one) to finish.
-    fn wait_for_checkpoint(&self, most: Duration) {
+    /// ends with one) to finish; returns the last checkpoint failure.
+    fn wait_for_checkpoint(&self, most: Duration) -> Option<String> {
         let gen = lock(&self.timer.done).0;
-        let _ = self
+        let (g, _) = self
             .timer
             .done_cv
-            .wait_timeout_while(lock(&self.timer.done), most, |d| d.0 == gen);
+            .wait_timeout_while(lock(&self.timer.done), most, |d| d.0 == gen)
+            .unwrap_or_else(|p| p.into_inner());
+        g.1.clone()
     }
 
     fn write_inner(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
@@ -711,7 +710,7 @@ struct Timer {
     /// Checkpoints finished (or failed) so far, and the last failure.
     done: Mutex<(u64, Option<String>)>,
     done_cv: Condvar,
-    /// When the last cleaning pass finished.
+    /// When a cleaner was last heard from ([`Fs::note_cleaner`]).
     last_clean: Mutex<Option<Instant>>,
 }
 

@@ -723,6 +723,13 @@ impl State {
         self.avail_blocks_keeping(self.sb.reserved_segments())
     }
 
+    /// Free blocks that deleting checkpoints and cleaning passes may book:
+    /// all but a quarter of the cleaning reserve, which stays for the
+    /// checkpoints that write what they booked.
+    pub(crate) fn avail_for_cleaning(&self) -> u64 {
+        self.avail_blocks_keeping(self.sb.reserved_segments().div_ceil(4))
+    }
+
     /// Free blocks net of dirty data, keeping `reserved` segments untouched.
     pub(crate) fn avail_blocks_keeping(&self, reserved: u64) -> u64 {
         let bps = u64::from(self.sb.blocks_per_segment);
