@@ -431,13 +431,10 @@ impl Daemon {
             }
             Failure::Request(e) => {
                 self.client = None;
-                self.with_status(|s| s.connected = false);
                 format!("lost fsd on {socket} ({e}); reconnecting")
             }
         };
-        if matches!(f, Failure::Connect(_)) {
-            self.with_status(|s| s.connected = false);
-        }
+        let lost = self.client.is_none() || matches!(f, Failure::Connect(_));
         let cause = f.cause();
         if self.trouble.as_deref() == Some(cause.as_str()) {
             debug!(
@@ -452,7 +449,12 @@ impl Daemon {
             );
             self.trouble = Some(cause);
         }
+        // One update, so that a reader never sees the connection lost
+        // without its error.
         self.with_status(|s| {
+            if lost {
+                s.connected = false;
+            }
             s.last_error = Some(message);
             s.last_error_unix = Some(unix_now());
         });

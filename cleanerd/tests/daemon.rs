@@ -224,10 +224,11 @@ fn reconnects_after_fsd_restarts() {
     wait_until("connected", || rig.status().connected);
     rig.server.take().unwrap().stop();
     wait_until("the loss noticed", || !rig.status().connected);
-    assert!(rig
-        .status()
-        .last_error
-        .is_some_and(|e| e.contains("fsd.sock")));
+    let err = rig.status().last_error;
+    assert!(
+        err.as_ref().is_some_and(|e| e.contains("fsd.sock")),
+        "{err:?}"
+    );
     // While it is away the segments get dirty; a new fsd comes up.
     let fresh = state(10, 10, 50);
     *rig.fs.state() = fresh;
