@@ -91,7 +91,7 @@ class Mount:
         run([f"{bin_dir}/mkfs-lfs", "-q", "--size", str(size), "-B", str(bps), self.img])
         conf = os.path.join(self.dir, "fsd.toml")
         with open(conf, "w") as f:
-            f.write("# bench/cleaning.py: fsd built-in defaults\n")
+            f.write("# bench/cleaning.py: fsd built-in defaults\n" + os.environ.get("LFS_FSD_EXTRA", ""))
         self.fsd_log = open(os.path.join(self.dir, "fsd.log"), "w")
         self.fsd = subprocess.Popen([f"{bin_dir}/fsd", "--config", conf, "--socket", self.sock,
                                      self.img, self.mnt], stdout=self.fsd_log,

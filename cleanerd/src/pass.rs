@@ -12,12 +12,13 @@
 //!    `use_set_suinfo` the chosen segments are marked young (SET_SUINFO,
 //!    `last_mod` = now) so the next pass looks at others.
 //! 5. Otherwise CLEAN_SEGMENTS with the chosen segments. If fsd answers
-//!    EAGAIN (one of them cannot be cleaned now, or cleaning it would
-//!    write more than it frees), each is sent alone and those answered
-//!    EAGAIN are skipped this pass; other candidates are then tried one by
-//!    one in greedy order (most reclaimable first; at most [`EXTRA_TRIES`]
-//!    per segment wanted) until `nsegments` were cleaned, so that a policy
-//!    whose favourites fsd refuses still makes room.
+//!    EAGAIN (one of them cannot be cleaned now, or the batch would not
+//!    fit or not pay), each half is sent alone, and so on; single
+//!    segments answered EAGAIN are skipped this pass. Other candidates
+//!    are then tried in greedy order (most reclaimable first; at most
+//!    [`EXTRA_TRIES`] per segment wanted), in batches of what is still
+//!    wanted, until `nsegments` were cleaned, so that a policy whose
+//!    favourites fsd refuses still makes room.
 
 use lfs_proto::msg::{CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat};
 use lfs_proto::{Client, ClientError};
@@ -279,71 +280,65 @@ pub fn run_pass(
     }
 
     report.outcome = Outcome::Cleaned;
-    let all = CleanSegments {
-        protection_s,
-        segments: report.chosen.clone(),
-    };
-    match c.call(&all) {
-        Ok(r) => {
-            report.add(&r);
-            report.cleaned = report.chosen.clone();
-        }
-        Err(e) if e.errno() == Some(EAGAIN) && report.chosen.len() > 1 => {
-            for segnum in report.chosen.clone() {
-                clean_one(c, protection_s, segnum, &mut report)?;
-            }
-        }
-        Err(e) if e.errno() == Some(EAGAIN) => report.skipped = report.chosen.clone(),
-        Err(error) => {
-            return Err(PassError {
-                request: format!("CLEAN_SEGMENTS {:?}", report.chosen),
-                error,
-            })
-        }
-    }
+    let chosen = report.chosen.clone();
+    clean_batch(c, protection_s, &chosen, &mut report)?;
     let want = spec.effort.nsegments;
     if report.cleaned.len() < want && !report.skipped.is_empty() {
         // In greedy order: the segments most likely to free more than
-        // cleaning them writes.
+        // cleaning them writes, in batches of what is still wanted.
         let ranked = policy::rank(Policy::Greedy, &cands, now, st.blocks_per_segment, history);
-        let tried: Vec<u64> = report.chosen.clone();
-        for cand in ranked
+        let extra: Vec<u64> = ranked
             .iter()
-            .filter(|c| !tried.contains(&c.segnum))
+            .map(|c| c.segnum)
+            .filter(|s| !chosen.contains(s))
             .take(EXTRA_TRIES * want)
-        {
-            if report.cleaned.len() >= want {
-                break;
-            }
-            clean_one(c, protection_s, cand.segnum, &mut report)?;
+            .collect();
+        let mut rest = extra.as_slice();
+        while report.cleaned.len() < want && !rest.is_empty() {
+            let (batch, tail) = rest.split_at((want - report.cleaned.len()).min(rest.len()));
+            clean_batch(c, protection_s, batch, &mut report)?;
+            rest = tail;
         }
     }
     Ok(report)
 }
 
-/// CLEAN_SEGMENTS of one segment: cleaned, or skipped on EAGAIN.
-fn clean_one(
+/// CLEAN_SEGMENTS of `segs`; on EAGAIN each half alone (fsd refuses a
+/// batch whose copies would not fit, or would not pay, and one segment it
+/// cannot clean refuses the batch), down to single segments, which are
+/// skipped. Larger batches share their DAT and checkpoint blocks, so
+/// halving beats sending every segment alone.
+fn clean_batch(
     c: &mut Client,
     protection_s: u32,
-    segnum: u64,
+    segs: &[u64],
     report: &mut PassReport,
 ) -> Result<(), PassError> {
-    let one = CleanSegments {
+    if segs.is_empty() {
+        return Ok(());
+    }
+    let req = CleanSegments {
         protection_s,
-        segments: vec![segnum],
+        segments: segs.to_vec(),
     };
-    match c.call(&one) {
+    match c.call(&req) {
         Ok(r) => {
             report.add(&r);
-            report.cleaned.push(segnum);
+            report.cleaned.extend_from_slice(segs);
+            Ok(())
         }
-        Err(e) if e.errno() == Some(EAGAIN) => report.skipped.push(segnum),
-        Err(error) => {
-            return Err(PassError {
-                request: format!("CLEAN_SEGMENTS [{segnum}]"),
-                error,
-            })
+        Err(e) if e.errno() == Some(EAGAIN) && segs.len() > 1 => {
+            let (a, b) = segs.split_at(segs.len() / 2);
+            clean_batch(c, protection_s, a, report)?;
+            clean_batch(c, protection_s, b, report)
         }
+        Err(e) if e.errno() == Some(EAGAIN) => {
+            report.skipped.push(segs[0]);
+            Ok(())
+        }
+        Err(error) => Err(PassError {
+            request: format!("CLEAN_SEGMENTS {segs:?}"),
+            error,
+        }),
     }
-    Ok(())
 }

@@ -246,16 +246,17 @@ fn eagain_segments_are_skipped_this_pass() {
     let last = rig.status().recent[0].clone();
     assert_eq!(last.segments, 4);
     let cleanings = rig.fs.state().cleanings();
-    // All four at once (EAGAIN), then one by one, then another candidate
-    // (greedy order; all are alike here) in place of the refused one.
+    // All four at once (EAGAIN), then halves, the refused half halved
+    // again, then another candidate (greedy order; all are alike here) in
+    // place of the refused one.
     assert_eq!(
         cleanings[..6],
         [
             vec![0, 1, 2, 3],
+            vec![0, 1],
             vec![0],
             vec![1],
-            vec![2],
-            vec![3],
+            vec![2, 3],
             vec![4]
         ]
     );

@@ -207,8 +207,7 @@ impl State {
         }
         let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
         let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
-        let retired: Vec<u64> = std::mem::take(&mut self.freed_phys);
-        let mut old_segs: BTreeSet<u64> = retired.iter().filter_map(|&a| self.seg_of(a)).collect();
+        let mut old_segs: BTreeSet<u64> = BTreeSet::new();
         for (map, blocks, nodes) in [
             (&self.dat_map, &dat_blocks, &dat_nodes),
             (&self.cp_map, &cp_blocks, &cp_nodes),
@@ -406,11 +405,6 @@ impl State {
             self.dat.assign(pl.entry.vblock, a, new_cno);
             if let Some(s) = self.seg_of(a) {
                 self.segs.add_live(s, 1);
-            }
-        }
-        for a in retired {
-            if let Some(s) = self.seg_of(a) {
-                self.segs.add_live(s, -1);
             }
         }
         let dat_addrs = self.place_phys(PhysFile::Dat, &dat_blocks, &dat_nodes, &mut next_addr);

@@ -253,10 +253,13 @@ impl State {
         self.history = h;
         self.dirty_blocks += cost;
         self.mods += 1;
+        // Live counts drop now, so that segment usage (and a cleaner's
+        // choice) sees the deletion at once; a segment left empty is
+        // freed by the next checkpoint, which writes its usage block.
         for &v in &dead {
             let p = self.dat.free(v);
-            if p != 0 {
-                self.freed_phys.push(p);
+            if let Some(s) = self.seg_of(p).filter(|_| p != 0) {
+                self.segs.add_live(s, -1);
             }
         }
         Ok(Freed {

@@ -7,6 +7,18 @@ use std::time::Duration;
 use crate::fs::{now_ns, Fs};
 use crate::Result;
 
+/// What [`Fs::expire_checkpoints`] deleted.
+pub(crate) struct Expired {
+    /// Checkpoints deleted.
+    pub deleted: u64,
+    /// Blocks no remaining checkpoint sees.
+    pub blocks_freed: u64,
+    /// Whether whole segments became free (they wait for a checkpoint).
+    pub segments_freed: bool,
+    /// The modification count a checkpoint must cover to make it durable.
+    pub want: u64,
+}
+
 impl Fs {
     /// Writes a checkpoint now, even if nothing changed, as a snapshot if
     /// asked; returns its number.
@@ -56,16 +68,27 @@ impl Fs {
     /// mounted checkpoint or the latest one); returns (checkpoints deleted,
     /// blocks freed). Durable on return.
     pub fn delete_checkpoints_older_than(&self, age: Duration) -> Result<(u64, u64)> {
-        let before = now_ns().saturating_sub(age.as_nanos().min(u128::from(u64::MAX)) as u64);
-        let (want, n, freed) = {
-            let mut st = self.st();
-            let (n, f) = st.delete_checkpoints_before(before)?;
-            (st.mods, n, f.blocks)
-        };
-        if n > 0 || freed > 0 {
-            self.checkpoint_covering(want, true)?;
+        let e = self.expire_checkpoints(age)?;
+        if e.deleted > 0 || e.blocks_freed > 0 {
+            self.checkpoint_covering(e.want, true)?;
         }
-        Ok((n, freed))
+        Ok((e.deleted, e.blocks_freed))
+    }
+
+    /// [`Self::delete_checkpoints_older_than`] in memory only: a later
+    /// checkpoint (`want` covers it) makes it durable. Cleaning uses it so
+    /// that a pass writes one checkpoint, not one more for the deletion.
+    pub(crate) fn expire_checkpoints(&self, age: Duration) -> Result<Expired> {
+        let before = now_ns().saturating_sub(age.as_nanos().min(u128::from(u64::MAX)) as u64);
+        let mut st = self.st();
+        let pending = st.segs.npending();
+        let (deleted, f) = st.delete_checkpoints_before(before)?;
+        Ok(Expired {
+            deleted,
+            blocks_freed: f.blocks,
+            segments_freed: st.segs.npending() > pending,
+            want: st.mods,
+        })
     }
 
     /// Sets the last-modified time (seconds) of segments, as a cleaner does

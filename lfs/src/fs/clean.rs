@@ -3,7 +3,8 @@
 //!
 //! The policy (which segments, when) is cleanerd's. One pass:
 //! 1. delete the plain checkpoints older than the protection period, so
-//!    that what only they kept is dead (`checkpoint::history`);
+//!    that what only they kept is dead (`checkpoint::history`), in memory:
+//!    the pass's checkpoint (step 5) records it;
 //! 2. check the segments (in range, dirty, not a log head), with the
 //!    checkpoint lock held for a moment so that no checkpoint is being
 //!    written into them;
@@ -60,6 +61,30 @@ pub struct CleanReport {
     pub blocks_freed: u64,
 }
 
+/// A pass must free at least this share (1/16) of what it empties more
+/// than it writes: a segment more than ~90 % live is not worth moving,
+/// and the policy is asked for another (EAGAIN).
+const MIN_NET_SHARE: u64 = 16;
+
+/// Reads the live blocks `wanted` (address, summary entry), physically
+/// consecutive ones together.
+fn read_live(
+    dev: &dyn crate::blockdev::BlockDevice,
+    wanted: &[(u64, crate::format::BlockEntry)],
+    bs: usize,
+) -> Result<Vec<(u64, crate::format::BlockEntry, Vec<u8>)>> {
+    let mut read = Vec::with_capacity(wanted.len());
+    for run in wanted.chunk_by(|a, b| b.0 == a.0 + 1) {
+        let mut buf = vec![0u8; run.len() * bs];
+        dev.read_at(&mut buf, run[0].0 * bs as u64)
+            .map_err(|e| Error::io(format!("reading block {} to clean it", run[0].0), e))?;
+        for (&(addr, e), data) in run.iter().zip(buf.chunks_exact(bs)) {
+            read.push((addr, e, data.to_vec()));
+        }
+    }
+    Ok(read)
+}
+
 /// A metadata-file block found live in a victim segment.
 enum MetaBlock {
     Dat(u64),
@@ -79,8 +104,11 @@ impl Drop for Running<'_> {
 impl Fs {
     /// Cleans `segments` after deleting the plain checkpoints older than
     /// `protection` (an empty list only deletes them). InvalidArgument for
-    /// a segment out of range; Again for one that is clean or a log head;
-    /// Busy while another pass runs. Durable on return.
+    /// a segment out of range; Again for one that is clean or a log head,
+    /// or for a pass that would not pay (see MIN_NET_SHARE); Busy while
+    /// another pass runs. Durable on return when it cleaned; a deletion
+    /// alone is durable at once only if it emptied segments, else with
+    /// the next checkpoint.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
         if self.cleaning.swap(true, Ordering::AcqRel) {
             return Err(Error::Busy("another cleaning pass is running".into()));
@@ -88,15 +116,25 @@ impl Fs {
         let _running = Running(&self.cleaning);
         let mut report = CleanReport::default();
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
-        // Without room to delete checkpoints, moving blocks may still make
-        // some (a segment's dead blocks are freed with it).
-        let (deleted, freed) = match self.delete_checkpoints_older_than(protection) {
-            Err(Error::NoSpace) if !victims.is_empty() => (0, 0),
-            r => r?,
+        // 1. Expired checkpoints go in memory; the pass's own checkpoint
+        // makes that durable (one checkpoint a pass: writing one for the
+        // deletion as well doubled cleaning's metadata writes). Without
+        // room to delete them, moving blocks may still make some (a
+        // segment's dead blocks are freed with it).
+        let expired = match self.expire_checkpoints(protection) {
+            Err(Error::NoSpace) if !victims.is_empty() => None,
+            r => Some(r?),
         };
-        report.checkpoints_deleted = deleted;
-        report.blocks_freed = freed;
+        if let Some(e) = &expired {
+            report.checkpoints_deleted = e.deleted;
+            report.blocks_freed = e.blocks_freed;
+        }
         if victims.is_empty() {
+            // Segments the deletion emptied are reusable only after a
+            // checkpoint; anything else waits for the next one.
+            if let Some(e) = expired.filter(|e| e.segments_freed) {
+                self.checkpoint_covering(e.want, true)?;
+            }
             self.note_cleaner();
             return Ok(report);
         }
@@ -176,8 +214,9 @@ impl Fs {
             // What the pass will write: the moved blocks, the metadata
             // blocks rewritten in place of moved ones, the DAT blocks of
             // the moved entries, usage and checkpoint blocks. It must fit
-            // in the room cleaning may use, and free more than it writes,
-            // or cleaning would eat the reserve.
+            // in the room cleaning may use, and free clearly more than it
+            // writes (MIN_NET_SHARE), or cleaning would eat the reserve: a
+            // pass that nets a few blocks, by an estimate, can lose them.
             let per_dat = crate::format::MetaKind::Dat.per_block(st.bs) as u64;
             // (DAT blocks the next checkpoint rewrites anyway cost nothing.)
             let dat_blocks: HashSet<u64> = wanted
@@ -188,12 +227,26 @@ impl Fs {
             let cost = (wanted.len() + meta.len() + dat_blocks.len()) as u64 + 16;
             let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
             let room = st.avail_for_cleaning();
-            if cost > room || cost >= gain {
+            if cost > room || cost + gain / MIN_NET_SHARE > gain {
+                log::debug!(
+                    "cleaning {victims:?} refused: about {cost} blocks to write ({} moved, {} \
+                     metadata, {} DAT) to free {gain}, {room} left for cleaning ({} clean, {} \
+                     freed pending, {} dirty)",
+                    wanted.len(),
+                    meta.len(),
+                    dat_blocks.len(),
+                    st.segs.nclean(),
+                    st.segs.npending(),
+                    st.dirty_blocks
+                );
                 return Err(Error::Again(format!(
                     "cleaning segments {victims:?} would write about {cost} blocks to free \
                      {gain}, with {room} left for cleaning; clean fewer or emptier segments"
                 )));
             }
+            // Booked until the blocks are queued (4b), so that writers
+            // cannot take the room while they are read.
+            st.gc_booked = cost;
             // 4a. Metadata blocks: rewritten by the next checkpoint.
             for m in &meta {
                 match *m {
@@ -213,19 +266,18 @@ impl Fs {
         // 3b. The live blocks, without locks. The victims cannot be reused
         // meanwhile: they are not clean, and only this pass frees them.
         // Physically consecutive blocks are read together.
-        let mut read = Vec::with_capacity(wanted.len());
-        for run in wanted.chunk_by(|a, b| b.0 == a.0 + 1) {
-            let mut buf = vec![0u8; run.len() * bs];
-            dev.read_at(&mut buf, run[0].0 * bs as u64)
-                .map_err(|e| Error::io(format!("reading block {} to clean it", run[0].0), e))?;
-            for (&(addr, e), data) in run.iter().zip(buf.chunks_exact(bs)) {
-                read.push((addr, e, data.to_vec()));
+        let read = match read_live(dev.as_ref(), &wanted, bs) {
+            Ok(r) => r,
+            Err(e) => {
+                self.st().gc_booked = 0;
+                return Err(e);
             }
-        }
+        };
 
         // 4b. Keep what is still where it was read.
         let want = {
             let mut st = self.st();
+            st.gc_booked = 0;
             st.writable()?;
             for (addr, e, data) in read {
                 if st.dat.phys(e.vblock) != addr {

@@ -559,6 +559,15 @@ impl Fs {
                 && t.elapsed() < SPACE_WAIT
                 && self.cleaner_active()
             {
+                // The dirty data counts as used until a checkpoint places
+                // it; before then the cleaner may see clean segments
+                // enough and wait too (until the checkpoint interval). A
+                // segment's worth or more is written at once; less would
+                // hardly change what the cleaner sees, and every small
+                // checkpoint rewrites DAT blocks.
+                if self.dirty_segments() >= 1 {
+                    self.timer.kick();
+                }
                 if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
                     r = Err(Error::ReadOnly(why));
                     break;
@@ -571,6 +580,12 @@ impl Fs {
         }
         self.stats.write_latency.record(t.elapsed());
         r
+    }
+
+    /// Dirty blocks not yet placed, in whole segments.
+    fn dirty_segments(&self) -> u64 {
+        let st = self.st();
+        st.dirty_blocks / u64::from(st.sb.blocks_per_segment)
     }
 
     /// Records that a cleaner is at work: a cleaning pass finished, or a

@@ -724,10 +724,14 @@ impl State {
     }
 
     /// Free blocks that deleting checkpoints and cleaning passes may book:
-    /// all but a quarter of the cleaning reserve, which stays for the
-    /// checkpoints that write what they booked.
+    /// all but one segment of the cleaning reserve. What they book counts
+    /// their checkpoint's own metadata, and writers stop at the whole
+    /// reserve, so one segment is margin enough; keeping more (a quarter
+    /// of the reserve, once) deadlocked small filesystems: a pass that
+    /// left fewer clean segments than that could never be followed by
+    /// another, and writers waited for space that never came.
     pub(crate) fn avail_for_cleaning(&self) -> u64 {
-        self.avail_blocks_keeping(self.sb.reserved_segments().div_ceil(4))
+        self.avail_blocks_keeping(1)
     }
 
     /// Free blocks net of dirty data, keeping `reserved` segments untouched.
@@ -735,9 +739,14 @@ impl State {
         let bps = u64::from(self.sb.blocks_per_segment);
         let clean = self.segs.nclean() + self.segs.npending();
         let head_room = self.sb.segment_start(self.head.seg) + bps - self.head.block;
-        let free = clean.saturating_sub(reserved) * bps + head_room;
-        // Blocks a cleaning pass queued for the cold log count as dirty.
-        let dirty = self.dirty_blocks + self.gc_queue.len() as u64;
+        // The room left in the head's segment counts only net of the
+        // reserve: filling it moves the log on and takes another clean
+        // segment as the next one. (Counting it whatever the clean count,
+        // writers could take one segment of the reserve after another.)
+        let free = (clean * bps + head_room).saturating_sub(reserved * bps);
+        // Blocks a cleaning pass queued for the cold log, or booked while
+        // it reads them, count as dirty.
+        let dirty = self.dirty_blocks + self.gc_queue.len() as u64 + self.gc_booked;
         // Metadata the next checkpoint writes with them. Random small
         // overwrites can dirty, per data block, the DAT blocks of its new
         // and its retired entry and an indirect block: up to 3 each, but

@@ -11,8 +11,8 @@
 //!   marks its inode file block dirty.
 //! * A dirty data block is in its node's `dirty` map until a checkpoint
 //!   moves it to `inflight`, where reads find it until its log is on disk.
-//! * Freed physical addresses wait in `freed_phys` for the next
-//!   checkpoint to subtract them from their segments' live counts.
+//! * Deleting checkpoints lowers segments' live counts at once; a segment
+//!   left empty becomes free only at the next checkpoint.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -77,7 +77,6 @@ pub(crate) struct State {
     pub pending_inos: Vec<u64>,
     pub nodes: HashMap<u64, Node>,
     pub inflight: HashMap<(u64, u64), Arc<Vec<u8>>>,
-    pub freed_phys: Vec<u64>,
     /// The valid checkpoints (snapshots included).
     pub history: crate::checkpoint::history::History,
     /// Make the next checkpoint a snapshot.
@@ -89,6 +88,10 @@ pub(crate) struct State {
     pub gc_head: Option<Head>,
     /// Blocks cleaning read, for the next checkpoint to move.
     pub gc_queue: Vec<crate::fs::clean::GcBlock>,
+    /// Blocks the running cleaning pass booked and has not queued yet:
+    /// while it reads them without the lock, writers must not take the
+    /// space it counted on.
+    pub gc_booked: u64,
     /// New address → old address of blocks moved by the checkpoint in
     /// flight: reads use the old copy until the new one is on disk.
     pub gc_moved: HashMap<u64, u64>,
@@ -172,12 +175,12 @@ impl State {
             pending_inos: Vec::new(),
             nodes: HashMap::new(),
             inflight: HashMap::new(),
-            freed_phys: Vec::new(),
             history: l.history,
             next_is_snapshot: false,
             last_snapshot_built: 0,
             gc_head: None,
             gc_queue: Vec::new(),
+            gc_booked: 0,
             gc_moved: HashMap::new(),
             cp_force: BTreeSet::new(),
             source: None,

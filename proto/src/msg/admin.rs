@@ -71,7 +71,9 @@ pub struct Done;
 /// one), so the blocks only those checkpoints kept are dead. Then the live
 /// blocks of each segment are copied to the cold log and the segments
 /// become clean at the next checkpoint, which the request writes before it
-/// replies. EINVAL for a segment out of range, EBUSY if a cleaning is
+/// replies; that checkpoint records the deletion too. With no segments,
+/// the deletion is written by the next checkpoint, at once only if it
+/// emptied whole segments. EINVAL for a segment out of range, EBUSY if a cleaning is
 /// already running, EAGAIN for a segment that is a log head, clean or
 /// written after the last checkpoint (recovery may need it).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
