@@ -127,6 +127,11 @@ fn unprivileged_clients_query_but_cannot_change() {
     let o = as_nobody(&["mkcp", &sock]);
     assert_eq!(o.status.code(), Some(1), "{o}");
     assert!(o.stderr.contains("EPERM"), "{o}");
+    // Cleaning changes the filesystem: refused too (no cleanerd runs, so
+    // fsctl sends CLEAN_SEGMENTS itself).
+    let o = as_nobody(&["clean", &sock, "--once"]);
+    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert!(o.stderr.contains("EPERM"), "{o}");
     fsctl(&["mkcp", &sock]).assert_success();
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
