@@ -182,7 +182,7 @@ impl QemuNbd {
         let _ = kill(pid, Signal::SIGKILL);
         // The daemon is not our child (it forked away), so poll.
         let deadline = Instant::now() + START_TIMEOUT;
-        while kill(pid, None).is_ok() && Instant::now() < deadline {
+        while is_running(pid) && Instant::now() < deadline {
             // Reap it if it happens to be ours after all.
             let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
             sleep(Duration::from_millis(10));
@@ -197,6 +197,17 @@ impl QemuNbd {
         self.kill();
         self.launch();
     }
+}
+
+/// True while `pid` exists and is not a zombie (a zombie has released
+/// its image lock and socket; its reaper may be anyone).
+fn is_running(pid: Pid) -> bool {
+    if kill(pid, None).is_err() {
+        return false;
+    }
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    !matches!(state, None | Some("Z") | Some("X"))
 }
 
 impl Drop for QemuNbd {
