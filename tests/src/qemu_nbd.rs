@@ -206,7 +206,9 @@ fn is_running(pid: Pid) -> bool {
         return false;
     }
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next());
     !matches!(state, None | Some("Z") | Some("X"))
 }
 

@@ -455,3 +455,25 @@ fn writes_beyond_the_replay_limit_go_through_with_fua() {
     assert_eq!(file_bytes(&img, 8192, 8192), pattern(8192, 2));
     assert_eq!(dev.unflushed_bytes(), 0);
 }
+
+#[test]
+fn man_pages_state_the_nbd_limits_these_constants_set() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    for page in ["man/mkfs.lfs.8", "man/fsd.8"] {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        for want in [
+            format!("at most {} MiB", MAX_REQUEST >> 20),
+            format!("for {} s", DEFAULT_RECONNECT_TIMEOUT.as_secs()),
+            format!("up to {} MiB", DEFAULT_REPLAY_LIMIT >> 20),
+            format!("({} KiB)", MIN_EXPORT_SIZE >> 10),
+            format!(
+                "{} ms doubling to {} s",
+                FIRST_BACKOFF.as_millis(),
+                MAX_BACKOFF.as_secs()
+            ),
+            format!("default {DEFAULT_PORT}"),
+        ] {
+            assert!(text.contains(&want), "{page} does not say {want:?}");
+        }
+    }
+}
