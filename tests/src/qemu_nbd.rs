@@ -22,6 +22,8 @@ use crate::require_tool;
 
 /// How long qemu-nbd may take to start listening.
 pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Ports tried before a TCP server start counts as failed.
+const PORT_TRIES: u32 = 5;
 
 /// Where a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,11 +93,25 @@ impl QemuNbd {
             log: base.with_extension("log"),
             pid: None,
         };
-        server.launch();
-        server
+        // A free port may be taken by another test between free_port and
+        // qemu-nbd's bind: then try another.
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            match server.launch() {
+                Ok(()) => return server,
+                Err(e) if tries < PORT_TRIES && matches!(server.listen, Listen::Tcp(_)) => {
+                    eprintln!("qemu-nbd did not start, trying another port: {e}");
+                    server.listen = Listen::Tcp(free_port());
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
     }
 
-    fn launch(&mut self) {
+    /// Starts qemu-nbd; an error if it exits without serving (e.g. its
+    /// port was taken meanwhile).
+    fn launch(&mut self) -> Result<(), String> {
         let _ = fs::remove_file(&self.pid_file);
         let log = fs::OpenOptions::new()
             .create(true)
@@ -146,12 +162,13 @@ impl QemuNbd {
             }
             sleep(Duration::from_millis(20));
         };
-        assert!(
-            status.success(),
-            "qemu-nbd exited with {status} before serving {}:\n{}",
-            self.image.display(),
-            self.log()
-        );
+        if !status.success() {
+            return Err(format!(
+                "qemu-nbd exited with {status} before serving {}:\n{}",
+                self.image.display(),
+                self.log()
+            ));
+        }
         let text = fs::read_to_string(&self.pid_file)
             .unwrap_or_else(|e| panic!("qemu-nbd wrote no pid file: {e}\n{}", self.log()));
         let pid: i32 = text
@@ -159,6 +176,7 @@ impl QemuNbd {
             .parse()
             .unwrap_or_else(|_| panic!("qemu-nbd's pid file says {text:?}"));
         self.pid = Some(Pid::from_raw(pid));
+        Ok(())
     }
 
     /// The lfs device name of the export.
@@ -195,7 +213,9 @@ impl QemuNbd {
     /// Starts the server again, same image, address and options.
     pub fn restart(&mut self) {
         self.kill();
-        self.launch();
+        if let Err(e) = self.launch() {
+            panic!("restarting: {e}");
+        }
     }
 }
 
