@@ -20,7 +20,9 @@ import sys
 
 MiB = 1 << 20
 GiB = 1 << 30
-FS_ORDER = ["lfs", "ext4", "xfs", "btrfs"]
+FS_ORDER = ["lfs", "lfs-nbd", "ext4", "xfs", "btrfs"]
+# lfs itself on an NBD export: compared with lfs on the local file, not a peer.
+NBD = "lfs-nbd"
 # Headroom over the configured cache allowed by issue 7's RSS target.
 RSS_HEADROOM = 64 * MiB
 
@@ -197,7 +199,7 @@ def text(x, y, s, anchor="start", size=12, weight="normal", fill="#222"):
             f'font-weight="{weight}" fill="{fill}">{html.escape(str(s))}</text>')
 
 
-COLORS = {"ext4": "#4e79a7", "xfs": "#f28e2b", "btrfs": "#59a14f", "lfs": "#e15759",
+COLORS = {"ext4": "#4e79a7", "xfs": "#f28e2b", "btrfs": "#59a14f", "lfs": "#e15759", NBD: "#b07aa1",
           "avg": "#4e79a7", "p99": "#f28e2b", "max": "#e15759"}
 
 
@@ -393,6 +395,41 @@ def fsd_settings(R, root):
     return s
 
 
+def nbd_cost(add, fss, order, workload_of, results, val, R):
+    """The section on lfs over NBD against lfs on its local image file."""
+    add("## lfs over NBD against lfs on a local file")
+    add("")
+    add("`lfs-nbd` is the same lfs, its image served by qemu-nbd on a Unix socket (writeback cache, an image file on the "
+        "same disk) and opened by fsd as `nbd+unix:///lfs?socket=...`: the difference is the cost of the NBD block layer "
+        "(a socket round trip per request, a copy of each write kept for replay until the next flush). "
+        "Cost = lfs-nbd ÷ lfs for throughput (below 1 is slower over NBD) and for latency (above 1 is slower over NBD). "
+        "Its device bytes are qemu-nbd's writes into the image.")
+    add("")
+    if "lfs" not in fss:
+        add("lfs on a local file was not run (`--fs` without `lfs`): no cost to compute.")
+        add("")
+        return
+    add("| workload | metric | lfs | lfs-nbd | lfs-nbd ÷ lfs |")
+    add("|---|---|---|---|---|")
+    for metric in order:
+        better = METRICS.get(metric, (metric, "", "higher"))[2]
+        keys = ("avg", "p99", "max") if better == "lower" else (None,)
+        for k in keys:
+            shown = metric + (f" {k}" if k else "")
+            r = results.get((NBD, metric))
+            if r and r["value"] is None:
+                add(f"| {workload_of[metric]} | {shown} | {fmt(val('lfs', metric, k))} | FAILED: {r['failed']} | |")
+                continue
+            a, b = val("lfs", metric, k), val(NBD, metric, k)
+            add(f"| {workload_of[metric]} | {shown} | {fmt(a)} | {fmt(b)} | {fr(ratio(b, a))} |")
+    fsck = (read(os.path.join(R, "lfs-nbd-fsck.exit")) or "").strip()
+    exit_ = (read(os.path.join(R, "fsd-nbd.exit")) or "").strip()
+    add("")
+    add(f"After the lfs-nbd pass: fsd exited with status {exit_ or '?'}; `fsctl fsck` of the export exited {fsck or '?'}"
+        f" ({'clean' if fsck == '0' else 'see lfs-nbd-fsck.txt in the results directory'}).")
+    add("")
+
+
 def main():
     R, out = sys.argv[1], sys.argv[2]
     here = os.path.dirname(os.path.abspath(__file__))
@@ -401,7 +438,7 @@ def main():
     outdir = os.path.dirname(out)
     meta = env_file(os.path.join(R, "meta.env"))
     fss = [fs for fs in meta.get("fslist", " ".join(FS_ORDER)).split()]
-    peers = [fs for fs in fss if fs != "lfs"]
+    peers = [fs for fs in fss if fs not in ("lfs", NBD)]
     has_lfs = "lfs" in fss
 
     # Results of the workload script, per filesystem, matched to the shim's
@@ -635,6 +672,9 @@ def main():
     if plot_latency(lat, fss, lat_svg):
         add(f"![W3 latency: avg, p99 and max per filesystem]({os.path.relpath(lat_svg, outdir)})")
         add("")
+
+    if NBD in fss:
+        nbd_cost(add, fss, order, workload_of, results, val, R)
 
     # Write amplification for every filesystem.
     add("## Write amplification per workload")

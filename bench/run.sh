@@ -18,7 +18,10 @@
 #   --out FILE         report path; plots FILE-*.svg and FILE.json beside it
 #   --workdir DIR      where images and mounts go (default $LFS_BENCH_DIR or
 #                      /var/tmp/lfs-bench); must be on the disk to measure
-#   --fs "LIST"        filesystems, in run order (default "lfs ext4 xfs btrfs")
+#   --fs "LIST"        filesystems, in run order (default "lfs lfs-nbd ext4 xfs
+#                      btrfs"); lfs-nbd is lfs on an NBD export: qemu-nbd
+#                      serving an image file in the work directory on a Unix
+#                      socket, mkfs-lfs and fsd given its nbd+unix:// name
 #   --size SIZE        image size (overrides the mode's)
 #   --rt SECONDS       seconds per timed run (overrides the mode's)
 #   --debug            build and run the debug (dev profile) binaries
@@ -51,7 +54,7 @@ say() {
 mode=quick
 out=$here/RESULTS.md
 workdir=${LFS_BENCH_DIR:-/var/tmp/lfs-bench}
-fslist="lfs ext4 xfs btrfs"
+fslist="lfs lfs-nbd ext4 xfs btrfs"
 size=
 rt=
 profile=release
@@ -101,7 +104,7 @@ if [ "$small" -eq 1 ]; then
 fi
 case $rt in '' | *[!0-9]*) echo "bench/run.sh: --rt must be whole seconds" >&2; exit 2 ;; esac
 for fs in $fslist; do
-    case $fs in lfs | ext4 | xfs | btrfs) ;; *) echo "bench/run.sh: unknown filesystem $fs (lfs, ext4, xfs, btrfs)" >&2; exit 2 ;; esac
+    case $fs in lfs | lfs-nbd | ext4 | xfs | btrfs) ;; *) echo "bench/run.sh: unknown filesystem $fs (lfs, lfs-nbd, ext4, xfs, btrfs)" >&2; exit 2 ;; esac
 done
 case $out in /*) ;; *) out="$PWD/$out" ;; esac
 case $workdir in /*) ;; *) workdir="$PWD/$workdir" ;; esac
@@ -114,6 +117,10 @@ done
 for fs in $fslist; do
     case $fs in
         lfs) [ -e /dev/fuse ] || die "/dev/fuse is missing (lfs needs FUSE)" ;;
+        lfs-nbd)
+            [ -e /dev/fuse ] || die "/dev/fuse is missing (lfs needs FUSE)"
+            command -v qemu-nbd >/dev/null || die "qemu-nbd is not installed (Debian: qemu-utils; scripts/setup-debian.sh)"
+            ;;
         *) command -v "mkfs.$fs" >/dev/null || die "mkfs.$fs is not installed" ;;
     esac
 done
@@ -134,6 +141,7 @@ fsd_pid=
 wl_pid=
 sampler_pid=
 perf_pid=
+qemu_pid=
 mounts=()
 loops=()
 files=()
@@ -234,6 +242,8 @@ cleanup() {
         say "cleanup: stopping fsd $fsd_pid"
         stop_fsd "$fsd_pid"
     fi
+    # After fsd: its final checkpoint goes through the NBD server.
+    [ -n "$qemu_pid" ] && stop_qemu_nbd
     for m in "${mounts[@]}"; do
         for _ in $(seq 50); do
             is_mounted "$m" || break
@@ -368,17 +378,12 @@ snapshot() { # snapshot PID IMAGE NAME
     python3 "$here/probe.py" snapshot "$1" "$2" >"$R/$3.json" || say "snapshot $3 failed"
 }
 
-bench_lfs() {
-    local img=$workdir/lfs.img mnt=$workdir/mnt/lfs rc
-    files+=("$img")
-    mkdir -p "$mnt"
-    rm -f "$img"
-    say "lfs: mkfs-lfs --size $size $img"
-    "$bin/mkfs-lfs" --size "$size" "$img" >"$R/lfs-mkfs.txt" 2>&1 || { cat "$R/lfs-mkfs.txt" >&2; die "mkfs-lfs failed"; }
-    "$bin/fsctl" super "$img" >"$R/lfs-super.txt" 2>&1 || die "fsctl super $img failed"
-    say "lfs: fsd $img $mnt"
+# start_fsd DEVICE MNT SOCKET LOG: fsd in the background (fsd_pid), waiting
+# until MNT is a fuse.lfs mount; dies if fsd exits first or takes 30 s.
+start_fsd() {
+    local dev=$1 mnt=$2 sock=$3 log=$4 rc
     mounts+=("$mnt")
-    setsid "$bin/fsd" --config "$fsd_config" --socket "$workdir/lfs.sock" "$img" "$mnt" 2>"$R/fsd.log" &
+    setsid "$bin/fsd" --config "$fsd_config" --socket "$sock" "$dev" "$mnt" 2>"$log" &
     fsd_pid=$!
     local deadline=$((SECONDS + 30))
     until awk -v m="$mnt" '$2 == m && $3 == "fuse.lfs" { f = 1 } END { exit !f }' /proc/self/mounts; do
@@ -386,12 +391,71 @@ bench_lfs() {
             wait "$fsd_pid"
             rc=$?
             fsd_pid=
-            tail -5 "$R/fsd.log" >&2
-            die "fsd exited with status $rc before mounting $mnt (log: $R/fsd.log)"
+            tail -5 "$log" >&2
+            die "fsd exited with status $rc before mounting $mnt (log: $log)"
         fi
-        [ "$SECONDS" -lt "$deadline" ] || die "fsd did not mount $mnt within 30 s (log: $R/fsd.log)"
+        [ "$SECONDS" -lt "$deadline" ] || die "fsd did not mount $mnt within 30 s (log: $log)"
         sleep 0.1
     done
+}
+
+# The qemu-nbd of lfs-nbd: SIGTERM, then SIGKILL after 10 s.
+stop_qemu_nbd() {
+    local i
+    kill -TERM "$qemu_pid" 2>/dev/null
+    for i in $(seq 100); do
+        alive "$qemu_pid" || break
+        [ "$i" -eq 100 ] && kill -KILL "$qemu_pid" 2>/dev/null
+        sleep 0.1
+    done
+    qemu_pid=
+}
+
+# lfs on an NBD export, to show what the network block layer costs: the
+# same image size on the same disk, served by qemu-nbd on a Unix socket
+# (writeback cache, like the buffered image fsd opens itself); mkfs-lfs
+# and fsd get its nbd+unix:// name. Device bytes are qemu-nbd's writes
+# into the image (BENCH_FSD_PID is qemu-nbd for the shim).
+bench_lfs_nbd() {
+    local img=$workdir/lfs-nbd.img mnt=$workdir/mnt/lfs-nbd sock=$workdir/lfs-nbd.nbd
+    local name="nbd+unix:///lfs?socket=$sock"
+    files+=("$img" "$sock" "$workdir/lfs-nbd.qemu.pid")
+    mkdir -p "$mnt"
+    rm -f "$img" "$sock"
+    truncate -s "$size" "$img" || die "cannot create $img"
+    say "lfs-nbd: qemu-nbd serving $img on $sock"
+    qemu-nbd -f raw --persistent --cache=writeback --discard=unmap -x lfs -k "$sock" \
+        --fork --pid-file "$workdir/lfs-nbd.qemu.pid" "$img" >"$R/lfs-nbd-qemu.log" 2>&1 ||
+        { cat "$R/lfs-nbd-qemu.log" >&2; die "qemu-nbd failed to start"; }
+    qemu_pid=$(cat "$workdir/lfs-nbd.qemu.pid") || die "qemu-nbd wrote no pid file"
+    say "lfs-nbd: mkfs-lfs $name"
+    "$bin/mkfs-lfs" "$name" >"$R/lfs-nbd-mkfs.txt" 2>&1 || { cat "$R/lfs-nbd-mkfs.txt" >&2; die "mkfs-lfs $name failed"; }
+    say "lfs-nbd: fsd $name $mnt"
+    start_fsd "$name" "$mnt" "$workdir/lfs-nbd.sock" "$R/fsd-nbd.log"
+    say "lfs-nbd: mounted (fsd pid $fsd_pid, qemu-nbd pid $qemu_pid)"
+    python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); os.fsync(fd)' "$mnt/.bench-fsync"
+    BENCH_FSD_PID=$qemu_pid BENCH_IMAGE=$img BENCH_FLUSH=fsync:$mnt/.bench-fsync run_workloads lfs-nbd "$mnt"
+    say "lfs-nbd: SIGTERM to fsd $fsd_pid"
+    stop_fsd "$fsd_pid"
+    fsd_pid=
+    echo "$fsd_rc" >"$R/fsd-nbd.exit"
+    say "lfs-nbd: fsd exited with status $fsd_rc; fsctl fsck $name"
+    "$bin/fsctl" fsck "$name" >"$R/lfs-nbd-fsck.txt" 2>&1
+    echo "$?" >"$R/lfs-nbd-fsck.exit"
+    stop_qemu_nbd
+    rm -f "$img" "$sock"
+}
+
+bench_lfs() {
+    local img=$workdir/lfs.img mnt=$workdir/mnt/lfs
+    files+=("$img")
+    mkdir -p "$mnt"
+    rm -f "$img"
+    say "lfs: mkfs-lfs --size $size $img"
+    "$bin/mkfs-lfs" --size "$size" "$img" >"$R/lfs-mkfs.txt" 2>&1 || { cat "$R/lfs-mkfs.txt" >&2; die "mkfs-lfs failed"; }
+    "$bin/fsctl" super "$img" >"$R/lfs-super.txt" 2>&1 || die "fsctl super $img failed"
+    say "lfs: fsd $img $mnt"
+    start_fsd "$img" "$mnt" "$workdir/lfs.sock" "$R/fsd.log"
     say "lfs: mounted (fsd pid $fsd_pid)"
     # The file the shim fsyncs to checkpoint everything, created before the
     # first sample so that it is not counted.
@@ -474,6 +538,7 @@ bench_kernel() { # bench_kernel FS
 for fs in $fslist; do
     case $fs in
         lfs) bench_lfs ;;
+        lfs-nbd) bench_lfs_nbd ;;
         *) bench_kernel "$fs" ;;
     esac
 done

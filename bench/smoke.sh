@@ -4,16 +4,19 @@
 #
 #   bench/smoke.sh
 #
-# Runs bench/run.sh on lfs and ext4 with 512 MiB images, RT=1, the debug
+# Runs bench/run.sh on lfs, lfs-nbd (lfs on a qemu-nbd export) and ext4
+# with 512 MiB images, RT=1, the debug
 # binaries (`cargo build -p fsd -p mkfs -p fsctl`, which the test command
 # has mostly built already), the shrunk workloads of bench/smoke-workloads.sh
 # and --small, into a temporary work directory under /var/tmp, and checks
 # that it exits 0, that each filesystem printed a line for every workload,
 # that the report has a table per workload metric, the targets table and
-# its plots, and that nothing it mounted, attached or created is left.
+# its plots and the NBD cost section, and that nothing it mounted,
+# attached, started or created is left.
 # No figure is checked: the machine is shared and noisy.  ext4's lines must
-# all be figures (a FAILED line there means the harness broke); an lfs
-# FAILED line is shown but allowed (that is what the engine's tests are for).
+# all be figures (a FAILED line there means the harness broke); an lfs or
+# lfs-nbd FAILED line is shown but allowed (that is what the engine's tests
+# are for).
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -49,7 +52,7 @@ finish() {
 trap finish EXIT
 
 start=$SECONDS
-bash "$here/run.sh" --quick --rt 1 --size 512M --fs "lfs ext4" --debug --small \
+bash "$here/run.sh" --quick --rt 1 --size 512M --fs "lfs lfs-nbd ext4" --debug --small \
     --workloads "$here/smoke-workloads.sh" --workdir "$work/w" --out "$out"
 rc=$?
 echo "smoke: bench/run.sh exited $rc after $((SECONDS - start)) s"
@@ -57,7 +60,7 @@ echo "smoke: bench/run.sh exited $rc after $((SECONDS - start)) s"
 
 metrics="W1:seqw10_MiBps W2:randrw_512_qd32_iops W2:randrw_4k_qd32_iops W3:randwrite64k_qd1_lat_us W3:randwrite64k_qd16_lat_us W4:fsync64k_files_per_s"
 number='[0-9]+(\.[0-9]+)?'
-for fs in lfs ext4; do
+for fs in lfs lfs-nbd ext4; do
     lines=$work/w/results/$fs.lines
     for wm in $metrics; do
         w=${wm%%:*}
@@ -85,12 +88,15 @@ check "10 targets marked (found ${targets:-0})" [ "${targets:-0}" -eq 10 ]
 for svg in ratios latency lfs-timeline; do
     check "plot $svg" grep -q '^<svg ' "$work/report/RESULTS-$svg.svg"
 done
+check "NBD cost section" grep -q '^## lfs over NBD against lfs on a local file' "$out"
+check "lfs-nbd fsck clean" grep -qx 0 "$work/w/results/lfs-nbd-fsck.exit"
 check "figures JSON" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report/RESULTS.json"
 
 # Nothing left behind: mounts, loop devices, image files.
 check "no mount left under $work" bash -c "! awk -v d='$work/' 'index(\$2, d) == 1 { f = 1 } END { exit !f }' /proc/self/mounts"
 check "no loop device left on $work" bash -c "! losetup -a | grep -qF '$work/'"
 check "no image left" bash -c "! ls '$work'/w/*.img >/dev/null 2>&1"
+check "no qemu-nbd left on $work" bash -c "! pgrep -f '[q]emu-nbd.*$work/' >/dev/null"
 
 if [ "$failures" -eq 0 ]; then
     echo "smoke: OK in $((SECONDS - start)) s"

@@ -14,9 +14,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # workloads and the peer filesystems of the benchmarks.  python3, make: the
 # harness and the Makefile.  gcc: the linker rustc drives; g++: libfuzzer-sys
 # (fuzz/run-smoke.sh).  shellcheck: lints
-# these scripts in the test command.
+# these scripts in the test command.  qemu-utils: qemu-nbd, the NBD server
+# the NBD device tests and the lfs-nbd benchmark target run against.
 packages=(fuse3 mandoc fio e2fsprogs xfsprogs btrfs-progs util-linux man-db
-    python3 make gcc g++ shellcheck)
+    python3 make gcc g++ shellcheck qemu-utils)
 
 command -v dpkg-query >/dev/null || die "this script is for Debian (no dpkg-query)"
 

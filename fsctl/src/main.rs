@@ -46,7 +46,7 @@ struct Cli {
 enum Command {
     /// Show both superblocks of an unmounted device, which one is current, and the geometry.
     Super {
-        /// Block device or image file.
+        /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
         device: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -54,7 +54,7 @@ enum Command {
     },
     /// Check an unmounted filesystem's consistency without changing it (exit 4 if errors).
     Fsck {
-        /// Block device or image file.
+        /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
         device: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -213,7 +213,7 @@ enum Command {
     },
     /// List the logs of one segment of an unmounted device, with their block entries.
     Dumpseg {
-        /// Block device or image file.
+        /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
         device: PathBuf,
         /// Segment number (0 to segments - 1).
         segnum: u64,

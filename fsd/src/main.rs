@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use anyhow::anyhow;
 use clap::Parser;
-use lfs::blockdev::{BlockDevice, FileDevice, OpenOptions};
+use lfs::blockdev::{BlockDevice, DeviceName, OpenOptions};
 use lfs::fs::{Fs, MountOptions};
 use log::{error, info, warn, LevelFilter};
 
@@ -92,7 +92,7 @@ struct Args {
     #[arg(long, value_name = "LEVEL", value_parser = config::parse_log_level)]
     log_level: Option<LevelFilter>,
 
-    /// Block device or image file holding the filesystem.
+    /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
     device: PathBuf,
 
     /// Empty directory to mount it on.
@@ -124,6 +124,8 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), Failure> {
     let device = &args.device;
+    // A malformed NBD name is bad usage, found before anything is done.
+    let name = DeviceName::parse(device).map_err(|e| fail(Exit::Usage, e))?;
     let flags =
         options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
     let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
@@ -160,7 +162,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let signals = signals::register()
         .map_err(|e| fail(Exit::Error, anyhow!("registering signal handlers: {e}")))?;
 
-    let dev = open_device(device, flags.read_only)?;
+    let dev = open_device(&name, flags.read_only)?;
     let opts = MountOptions {
         read_only: flags.read_only,
         checkpoint_interval: config.checkpoint_interval,
@@ -263,15 +265,16 @@ fn run(args: &Args) -> Result<(), Failure> {
     served.map_err(|e| fail(Exit::Error, anyhow!("FUSE session: {e}")))
 }
 
-/// Opens the device exclusively (for read-write), wrapped for the engine.
-fn open_device(path: &Path, read_only: bool) -> Result<Arc<dyn BlockDevice>, Failure> {
+/// Opens the device (a path or an NBD name; a file exclusively for
+/// read-write), wrapped for the engine.
+fn open_device(name: &DeviceName, read_only: bool) -> Result<Arc<dyn BlockDevice>, Failure> {
     let opts = OpenOptions {
         read_only,
         direct: false,
         exclusive: true,
     };
-    match FileDevice::open(path, opts) {
-        Ok(dev) => Ok(Arc::new(dev)),
+    match name.open(opts) {
+        Ok(dev) => Ok(dev),
         Err(e) if e.kind() == ErrorKind::ResourceBusy => Err(fail(
             Exit::Busy,
             anyhow!("{e}: another fsd or mkfs.lfs has it open, or it is mounted"),

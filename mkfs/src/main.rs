@@ -10,11 +10,12 @@ use std::io::ErrorKind;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{anyhow, Context};
 use clap::Parser;
-use lfs::blockdev::{BlockDevice, FileDevice, OpenOptions};
+use lfs::blockdev::{BlockDevice, DeviceName, FileDevice, OpenOptions};
 use lfs::format;
 use lfs::mkfs::{human_bytes, Geometry, MkfsOptions};
 
@@ -87,7 +88,7 @@ struct Args {
     #[arg(short = 'q', long)]
     quiet: bool,
 
-    /// Block device or image file to format.
+    /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) to format.
     device: PathBuf,
 }
 
@@ -109,6 +110,82 @@ fn run(args: &Args) -> Result<(), Failure> {
     let opts = options(args)?;
     lfs::mkfs::validate(&opts).map_err(|e| fail(Exit::Usage, e))?;
 
+    let name = DeviceName::parse(dev_path).map_err(|e| fail(Exit::Usage, e))?;
+    let (dev, kind) = match &name {
+        DeviceName::Nbd(_) => (open_nbd(args, &name, &shown)?, "NBD export"),
+        DeviceName::File(_) => match open_file(args, &shown, &opts)? {
+            Some(opened) => opened,
+            // A dry run with --size on an image that does not exist yet.
+            None => return Ok(()),
+        },
+    };
+    let dev = &*dev;
+
+    if let Some(sig) = lfs::inspect::probe_signature(dev).map_err(|e| fail(Exit::Error, e))? {
+        if !args.force && !args.dry_run {
+            return Err(fail(
+                Exit::Exists,
+                anyhow!(
+                    "{shown} already holds a filesystem ({}); use -f to overwrite it",
+                    sig.name()
+                ),
+            ));
+        }
+        if !args.quiet {
+            println!("{shown}: overwriting an existing {} filesystem", sig.name());
+        }
+    }
+    if args.dry_run {
+        return report_plan(args, &shown, dev.len(), &opts, kind);
+    }
+    // Planning first separates geometry errors from I/O errors.
+    lfs::mkfs::plan(dev.len(), &opts).map_err(|e| plan_failure(&shown, e))?;
+    let geo = lfs::mkfs::format(dev, &opts).map_err(|e| {
+        fail(
+            Exit::Error,
+            anyhow!(e).context(format!("formatting {shown}")),
+        )
+    })?;
+    if !args.quiet {
+        print_geometry(&shown, kind, &geo, &opts, false);
+    }
+    Ok(())
+}
+
+/// An opened device and what kind it is, for messages.
+type Opened = (Arc<dyn BlockDevice>, &'static str);
+
+/// The exit status of a device that would not open.
+fn open_failure(e: std::io::Error) -> Failure {
+    let code = if e.kind() == ErrorKind::ResourceBusy {
+        Exit::Busy
+    } else {
+        Exit::Error
+    };
+    fail(code, anyhow!(e))
+}
+
+/// Connects to an NBD export; `--size` has no meaning there.
+fn open_nbd(args: &Args, name: &DeviceName, shown: &str) -> Result<Arc<dyn BlockDevice>, Failure> {
+    if args.size.is_some() {
+        return Err(fail(
+            Exit::Usage,
+            anyhow!("{shown} is an NBD export: --size applies only to image files"),
+        ));
+    }
+    name.open(OpenOptions {
+        read_only: args.dry_run,
+        direct: false,
+        exclusive: true,
+    })
+    .map_err(open_failure)
+}
+
+/// Opens an image file (creating or resizing it with --size) or a block
+/// device, after the checks that need the operating system. `None` if a
+/// dry run was fully answered without a device.
+fn open_file(args: &Args, shown: &str, opts: &MkfsOptions) -> Result<Option<Opened>, Failure> {
+    let dev_path = &args.device;
     let existing = fs::metadata(dev_path);
     let is_blockdev = existing
         .as_ref()
@@ -123,10 +200,10 @@ fn run(args: &Args) -> Result<(), Failure> {
         }
         if args.dry_run {
             let len = existing.as_ref().map(|m| m.len().max(size)).unwrap_or(size);
-            return report_plan(args, &shown, len, &opts, "image file");
+            return report_plan(args, shown, len, opts, "image file").map(|()| None);
         }
         // Refuse a too-small size before creating or resizing anything.
-        lfs::mkfs::plan(size, &opts).map_err(|e| plan_failure(&shown, e))?;
+        lfs::mkfs::plan(size, opts).map_err(|e| plan_failure(shown, e))?;
         prepare_image(dev_path, size, args.force)?;
     } else if let Err(e) = &existing {
         return Err(fail(
@@ -149,49 +226,13 @@ fn run(args: &Args) -> Result<(), Failure> {
             exclusive: true,
         },
     )
-    .map_err(|e| {
-        let code = if e.kind() == ErrorKind::ResourceBusy {
-            Exit::Busy
-        } else {
-            Exit::Error
-        };
-        fail(code, anyhow!(e))
-    })?;
+    .map_err(open_failure)?;
     let kind = if dev.is_block_device() {
         "block device"
     } else {
         "image file"
     };
-
-    if let Some(sig) = lfs::inspect::probe_signature(&dev).map_err(|e| fail(Exit::Error, e))? {
-        if !args.force && !args.dry_run {
-            return Err(fail(
-                Exit::Exists,
-                anyhow!(
-                    "{shown} already holds a filesystem ({}); use -f to overwrite it",
-                    sig.name()
-                ),
-            ));
-        }
-        if !args.quiet {
-            println!("{shown}: overwriting an existing {} filesystem", sig.name());
-        }
-    }
-    if args.dry_run {
-        return report_plan(args, &shown, dev.len(), &opts, kind);
-    }
-    // Planning first separates geometry errors from I/O errors.
-    lfs::mkfs::plan(dev.len(), &opts).map_err(|e| plan_failure(&shown, e))?;
-    let geo = lfs::mkfs::format(&dev, &opts).map_err(|e| {
-        fail(
-            Exit::Error,
-            anyhow!(e).context(format!("formatting {shown}")),
-        )
-    })?;
-    if !args.quiet {
-        print_geometry(&shown, kind, &geo, &opts, false);
-    }
-    Ok(())
+    Ok(Some((Arc::new(dev), kind)))
 }
 
 fn report_plan(

@@ -10,9 +10,43 @@ pub const SOCKET_SUFFIX: &str = ".sock";
 /// Longest socket path in bytes: `sun_path` holds 108 bytes with the NUL.
 pub const SOCKET_PATH_MAX: usize = 107;
 
+/// True if `device` is written as an NBD device name (`nbd://...`,
+/// `nbd+unix://...`: any `nbd` scheme), which names no file.
+pub fn is_nbd_name(device: &Path) -> bool {
+    device
+        .to_str()
+        .and_then(|s| s.split_once("://"))
+        .is_some_and(|(scheme, _)| scheme.starts_with("nbd"))
+}
+
+/// The socket file name for an NBD device name: the scheme and the rest
+/// of the name with every run of characters other than ASCII letters,
+/// digits, `.` and `_` turned into one `-`: `nbd://10.0.0.5:10809/vol1`
+/// → `nbd-10.0.0.5-10809-vol1`, `nbd+unix:///img?socket=/run/q.sock` →
+/// `nbd-unix-img-socket-run-q.sock`. Derived from the name as written, so
+/// write it the same way for fsd and fsctl.
+fn nbd_socket_stem(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() || c == '.' || c == '_' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    out.trim_matches('-').to_string()
+}
+
 /// The default control socket for `device`:
-/// `/run/lfs/<device file name>.sock`.
+/// `/run/lfs/<device file name>.sock`, or for an NBD name
+/// `/run/lfs/<name made a file name>.sock` (see `nbd_socket_stem`).
 pub fn default_socket_path(device: &Path) -> Result<PathBuf, String> {
+    if is_nbd_name(device) {
+        let stem = nbd_socket_stem(&device.to_string_lossy());
+        let path = Path::new(SOCKET_DIR).join(format!("{stem}{SOCKET_SUFFIX}"));
+        validate_socket_path(&path)?;
+        return Ok(path);
+    }
     let name = device.file_name().ok_or_else(|| {
         format!(
             "{} has no file name to name the socket after",
@@ -70,6 +104,24 @@ pub fn cleanerd_socket_path(fsd_socket: &Path) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nbd_names_get_a_socket_named_after_them() {
+        let p = |s: &str| default_socket_path(Path::new(s)).unwrap();
+        assert_eq!(
+            p("nbd://10.0.0.5:10809/vol1"),
+            PathBuf::from("/run/lfs/nbd-10.0.0.5-10809-vol1.sock")
+        );
+        assert_eq!(
+            p("nbd+unix:///img?socket=/run/q.sock"),
+            PathBuf::from("/run/lfs/nbd-unix-img-socket-run-q.sock.sock")
+        );
+        assert_eq!(p("nbd://h/a/b"), PathBuf::from("/run/lfs/nbd-h-a-b.sock"));
+        assert!(is_nbd_name(Path::new("nbd://h/x")));
+        assert!(!is_nbd_name(Path::new("/dev/nbd0")));
+        let long = format!("nbd://h/{}", "x".repeat(120));
+        assert!(default_socket_path(Path::new(&long)).is_err());
+    }
 
     #[test]
     fn cleanerd_socket_beside_fsd_socket() {

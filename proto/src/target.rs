@@ -1,9 +1,9 @@
 //! Finding the control socket of the filesystem a command is about: the
 //! one rule fsctl and cleanerd share.
 //!
-//! A target may be the control socket itself, a device or image file (the
-//! socket fsd names after it, [`default_socket_path`]), a mount point or
-//! any path inside an lfs mount (the mount's device, from
+//! A target may be the control socket itself, a device, image file or NBD
+//! name (the socket fsd names after it, [`default_socket_path`]), a mount
+//! point or any path inside an lfs mount (the mount's device, from
 //! /proc/self/mountinfo); with no target, the filesystem holding the
 //! current directory. (Not to be confused with [`crate::targets`], the
 //! fuzz targets.)
@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use crate::path::default_socket_path;
+use crate::path::{default_socket_path, is_nbd_name};
 
 /// The mount type fsd registers.
 pub const FSTYPE: &str = "fuse.lfs";
@@ -97,6 +97,10 @@ pub fn socket_for(target: Option<&Path>) -> Result<PathBuf, TargetError> {
             std::env::current_dir().map_err(io_error("finding the current directory".into()))?
         }
     };
+    if is_nbd_name(&path) {
+        // An NBD export names no file: the socket fsd names after it.
+        return default_socket_path(&path).map_err(TargetError::BadSocketPath);
+    }
     let meta =
         std::fs::metadata(&path).map_err(io_error(format!("cannot use {}", path.display())))?;
     let ft = meta.file_type();
@@ -176,6 +180,14 @@ mod tests {
         assert_eq!(live_source("/srv/a@b.img"), "/srv/a@b.img");
         assert_eq!(live_source("/srv/x.img@"), "/srv/x.img@");
         assert_eq!(live_source("/srv/x.img"), "/srv/x.img");
+    }
+
+    #[test]
+    fn nbd_names_resolve_to_the_socket_fsd_names_after_them() {
+        assert_eq!(
+            socket_for(Some(Path::new("nbd://127.0.0.1:10809/img"))).unwrap(),
+            PathBuf::from("/run/lfs/nbd-127.0.0.1-10809-img.sock")
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod help;
+pub mod qemu_nbd;
 pub mod roff;
 mod run;
 

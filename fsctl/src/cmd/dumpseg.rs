@@ -14,8 +14,8 @@ use crate::Exit;
 /// Runs the command.
 pub fn run(path: &Path, segnum: u64, as_json: bool) -> Result<Exit> {
     let dev = open_read_only(path)?;
-    let (_, sb) = current_superblock(&dev)?;
-    let seg = dump_segment(&dev, &sb, segnum)?;
+    let (_, sb) = current_superblock(&*dev, path)?;
+    let seg = dump_segment(&*dev, &sb, segnum)?;
     let damaged = seg
         .logs
         .iter()

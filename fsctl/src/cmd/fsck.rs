@@ -12,7 +12,7 @@ use crate::Exit;
 
 /// Runs the check; exit status 0 if clean, 4 if errors were found.
 pub fn run(path: &Path, as_json: bool) -> Result<Exit> {
-    let dev: Arc<dyn BlockDevice> = Arc::new(open_read_only(path)?);
+    let dev: Arc<dyn BlockDevice> = open_read_only(path)?;
     let r = lfs::fsck::fsck(dev).with_context(|| format!("checking {}", path.display()))?;
     if as_json {
         let v = json!({

@@ -8,16 +8,18 @@ pub mod online;
 pub mod superblock;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use lfs::blockdev::{FileDevice, OpenOptions};
+use lfs::blockdev::{open_device, BlockDevice, OpenOptions};
 use lfs::format::Superblock;
 use lfs::inspect::{read_superblocks, SuperblockPair};
 
-/// Opens an unmounted device read-only (no lock: inspecting a device that
-/// fsd has open is allowed, though what is read may be changing).
-pub fn open_read_only(path: &Path) -> Result<FileDevice> {
-    Ok(FileDevice::open(
+/// Opens an unmounted device (a path or an NBD name) read-only (no lock:
+/// inspecting a device that fsd has open is allowed, though what is read
+/// may be changing).
+pub fn open_read_only(path: &Path) -> Result<Arc<dyn BlockDevice>> {
+    Ok(open_device(
         path,
         OpenOptions {
             read_only: true,
@@ -29,7 +31,10 @@ pub fn open_read_only(path: &Path) -> Result<FileDevice> {
 
 /// Reads the superblock pair and returns it with the current copy, or an
 /// error naming the device and both reasons.
-pub fn current_superblock(dev: &FileDevice) -> Result<(SuperblockPair, Superblock)> {
+pub fn current_superblock(
+    dev: &dyn BlockDevice,
+    name: &Path,
+) -> Result<(SuperblockPair, Superblock)> {
     let pair = read_superblocks(dev)?;
     match pair.current() {
         Some(sb) => {
@@ -38,7 +43,7 @@ pub fn current_superblock(dev: &FileDevice) -> Result<(SuperblockPair, Superbloc
         }
         None => Err(anyhow!(
             "{}: no valid lfs superblock (primary: {}; secondary: {})",
-            dev.path().display(),
+            name.display(),
             reason(&pair.primary),
             reason(&pair.secondary)
         )),

@@ -15,7 +15,7 @@ use crate::Exit;
 /// Runs the command.
 pub fn run(path: &Path, as_json: bool) -> Result<Exit> {
     let dev = open_read_only(path)?;
-    let (pair, sb) = current_superblock(&dev)?;
+    let (pair, sb) = current_superblock(&*dev, path)?;
     let current = pair.current_copy();
     let both_ok = pair.primary.is_ok() && pair.secondary.is_ok();
     let copies = [

@@ -28,9 +28,13 @@
 //! * [`FileDevice`] (`file.rs`): an image file or a real block device,
 //!   optionally with `O_DIRECT`, locked against a second read-write opener.
 //! * [`MemDevice`] (`mem.rs`): a fixed-size in-memory device.
+//! * [`NbdDevice`] (`nbd/`): an export of an NBD server over TCP or a
+//!   Unix socket, surviving dropped connections without losing a write.
 //! * [`FaultDevice`] (`fault.rs`): wraps another device as the durable
 //!   medium and simulates crashes (dropped, reordered and torn unflushed
 //!   writes) and injected I/O errors.
+//! * [`open_device`] (`open.rs`): the one place a device name as the
+//!   commands take it (a path or an NBD name) becomes a device.
 //! * [`AlignedBuf`] (`aligned.rs`) is the heap buffer aligned for
 //!   `O_DIRECT` that [`FileDevice`] bounces unaligned memory through.
 
@@ -41,11 +45,15 @@ mod aligned;
 mod fault;
 mod file;
 mod mem;
+pub mod nbd;
+mod open;
 
 pub use aligned::AlignedBuf;
 pub use fault::{is_simulated_fault, CrashMode, FaultDevice, PendingWrite};
 pub use file::{FileDevice, OpenOptions};
 pub use mem::MemDevice;
+pub use nbd::{NbdDevice, NbdOptions};
+pub use open::{open_device, DeviceName};
 
 /// The unit of atomicity the engine assumes: a write may be torn between
 /// sectors, never inside one.
