@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The cleaning benchmarks (issue 6; see docs/BENCHMARKS.md). As root:
 
-    bench/cleaning.py [--quick|--full] [--out FILE] [--workdir DIR] [--no-build]
-                      [--only wa|seed004]
+    bench/cleaning.py [--quick|--full|--smoke] [--out FILE] [--workdir DIR]
+                      [--no-build] [--debug] [--only wa|seed004]
+                      [--policies P,..] [--workloads W,..] [--utils U,..]
 
 1. Write amplification of each selection policy: for every workload
    (uniform, 80/20 and 90/10 hot/cold, Zipf) and utilisation (70, 80,
@@ -54,6 +55,10 @@ MODES = {
                   s4_size=128 << 20, s4_protection=5, s4_secs=8),
     "full": dict(size=256 << 20, bps=256, warm=1.0, measured=1.5,
                  s4_size=512 << 20, s4_protection=150, s4_secs=60),
+    # bench/smoke.sh: seconds, so that the harness cannot rot; no figure
+    # from it means anything.
+    "smoke": dict(size=64 << 20, bps=256, warm=1.0, measured=0.5,
+                  s4_size=128 << 20, s4_protection=1, s4_secs=2),
 }
 SEED004_RATE = "2m"  # bytes/s each seed 004 phase writes (fio rate=)
 
@@ -500,6 +505,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_const", const="quick", dest="mode")
     ap.add_argument("--full", action="store_const", const="full", dest="mode")
+    ap.add_argument("--smoke", action="store_const", const="smoke", dest="mode",
+                    help="seconds-long run for bench/smoke.sh (figures mean nothing)")
+    ap.add_argument("--debug", action="store_true",
+                    help="use (and build) the debug binaries in target/debug")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS-cleaning.md"))
     ap.add_argument("--workdir", default=os.environ.get("LFS_BENCH_DIR", "/var/tmp/lfs-bench") + "/cleaning")
     ap.add_argument("--no-build", action="store_true")
@@ -516,11 +525,12 @@ def main():
     cmdline = "bench/cleaning.py " + " ".join(sys.argv[1:])
     t_start = time.time()
     load0 = " ".join(open('/proc/loadavg').read().split()[:3])
-    bin_dir = os.path.join(ROOT, "target", "release")
+    profile = "debug" if a.debug else "release"
+    bin_dir = os.path.join(ROOT, "target", profile)
     if not a.no_build:
-        say("building release binaries")
-        subprocess.run(["cargo", "build", "--release", "-p", "fsd", "-p", "mkfs", "-p", "fsctl",
-                        "-p", "cleanerd"], cwd=ROOT, check=True)
+        say(f"building {profile} binaries")
+        subprocess.run(["cargo", "build", *([] if a.debug else ["--release"]), "-p", "fsd",
+                        "-p", "mkfs", "-p", "fsctl", "-p", "cleanerd"], cwd=ROOT, check=True)
     os.makedirs(a.workdir, exist_ok=True)
     pols = a.policies.split(",")
     wls = [w for w in WORKLOADS if w[0] in a.workloads.split(",")]
@@ -550,6 +560,7 @@ def main():
     except KeyboardInterrupt:
         say("interrupted; writing what was measured")
     meta = meta_info(cmdline, t_start, load0)
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     base = os.path.splitext(a.out)[0]
     plot_wa([r for r in wa_rows if "error" not in r], base + "-wa.svg")
     plot_latency_over_time(s4, base + "-seed004.svg")
