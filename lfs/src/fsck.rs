@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
-use crate::format::{FileType, FIRST_USER_INO, IFILE_INO, ROOT_INO};
+use crate::format::{FileType, FIRST_USER_INO, IFILE_INO, ORPHAN_INO, ROOT_INO};
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::State;
 use crate::Result;
@@ -108,6 +108,12 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
     let mut seen_dirs: HashSet<u64> = HashSet::new();
     let mut queue = VecDeque::from([(ROOT_INO, ROOT_INO)]);
     let mut reached: HashSet<u64> = HashSet::from([ROOT_INO]);
+    // Files unlinked while open wait in the orphan directory, a second
+    // root (fs/orphans.rs); its entries are their links.
+    if st.raw_inode(ORPHAN_INO).is_ok_and(|i| !i.is_free()) {
+        queue.push_back((ORPHAN_INO, ORPHAN_INO));
+        reached.insert(ORPHAN_INO);
+    }
     while let Some((dir, parent)) = queue.pop_front() {
         if !seen_dirs.insert(dir) {
             r.errors.push(format!(

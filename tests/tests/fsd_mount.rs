@@ -303,6 +303,59 @@ fn sparse_file_past_4_gib_reads_zeros_in_holes() {
     assert_fsck_clean(&image, "after SIGTERM");
 }
 
+/// The temporary-file idiom: open, unlink, keep using the descriptor.
+/// The data stays until the last close, then the space comes back; fsck
+/// is clean after the unmount.
+#[test]
+fn a_file_unlinked_while_open_stays_readable_until_closed() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    use std::os::unix::fs::MetadataExt;
+    let tmp = temp_dir();
+    let t = tmp.path();
+    let image = mkfs(t, "lfs.img");
+    let mnt = mkdir(t, "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let path = mnt.join("scratch");
+    let data = pattern(2 * 1024 * 1024, 11);
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(&data).unwrap();
+    f.sync_all().unwrap();
+    let free_before_unlink = nix::sys::statvfs::statvfs(&mnt).unwrap().files_free();
+    fs::remove_file(&path).unwrap();
+    assert!(!path.exists());
+    assert_eq!(f.metadata().unwrap().nlink(), 0);
+    f.write_all(b"appended after unlink").unwrap();
+    f.seek(SeekFrom::Start(0)).unwrap();
+    let mut back = Vec::new();
+    f.read_to_end(&mut back).unwrap();
+    assert_eq!(back.len(), data.len() + 21);
+    assert!(back[..data.len()] == data[..], "data changed after unlink");
+    assert_eq!(&back[data.len()..], b"appended after unlink");
+    drop(f);
+    // The release reaches fsd asynchronously: wait for the inode to return.
+    let mut freed = false;
+    for _ in 0..100 {
+        if nix::sys::statvfs::statvfs(&mnt).unwrap().files_free() > free_before_unlink {
+            freed = true;
+            break;
+        }
+        sleep(Duration::from_millis(50));
+    }
+    assert!(
+        freed,
+        "the inode was not freed after the last close:\n{}",
+        fsd.log()
+    );
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    assert_fsck_clean(&image, "after SIGTERM");
+}
+
 #[test]
 fn kill_9_keeps_fsynced_data() {
     let tmp = temp_dir();

@@ -336,8 +336,12 @@ impl Filesystem for Adapter {
         self.entry(reply, "link", ino.0, res);
     }
 
-    fn open(&self, _req: &Request, _ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        reply.opened(FileHandle(0), fopen_flags(flags.0));
+    /// Counted, so that a file unlinked while open lives until release.
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open(ino.0) {
+            Ok(()) => reply.opened(FileHandle(0), fopen_flags(flags.0)),
+            Err(e) => reply.error(fail("open", ino.0, &e)),
+        }
     }
 
     fn read(
@@ -388,17 +392,18 @@ impl Filesystem for Adapter {
         reply.ok();
     }
 
+    /// The last release of a file unlinked while open frees it.
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         _fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        reply.ok();
+        empty(reply, "release", ino.0, self.fs.release(ino.0));
     }
 
     fn fsync(
@@ -599,7 +604,7 @@ impl Filesystem for Adapter {
     ) {
         let res = self
             .fs
-            .create(parent.0, name.as_bytes(), mode, 0, req.uid(), req.gid())
+            .create_open(parent.0, name.as_bytes(), mode, req.uid(), req.gid())
             .map_err(|e| fail("create", parent.0, &e))
             .and_then(|a| Ok((self.attr(&a)?, a.generation)));
         match res {

@@ -101,5 +101,9 @@ pub const DAT_INO: u64 = 3;
 pub const CPFILE_INO: u64 = 4;
 /// The segment usage file.
 pub const SUFILE_INO: u64 = 5;
+/// The orphan directory: files unlinked while open, named by their inode
+/// number, until their last close (or the next mount) frees them. Not
+/// reachable from the root; created at the first such unlink.
+pub const ORPHAN_INO: u64 = 6;
 /// First inode number handed to user files.
 pub const FIRST_USER_INO: u64 = 16;

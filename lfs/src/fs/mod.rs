@@ -21,6 +21,7 @@ pub mod clean;
 pub mod diff;
 pub mod dir;
 mod ops;
+mod orphans;
 pub mod query;
 mod snapshot;
 pub(crate) mod state;
@@ -88,6 +89,11 @@ impl Fs {
         let (mut st, report) = State::recover(dev, opts.read_only)?;
         if opts.read_only {
             st.read_only = Some(": mounted read-only".into());
+        } else {
+            let n = st.free_orphans()?;
+            if n > 0 {
+                log::info!("freed {n} file(s) unlinked while open before the last unmount");
+            }
         }
 
         log::info!(
@@ -433,6 +439,21 @@ impl Fs {
     ) -> Result<Attr> {
         self.st().create(parent, name, mode, rdev, uid, gid)
     }
+    /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
+    /// that no unlink comes between them.
+    pub fn create_open(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<Attr> {
+        let mut st = self.st();
+        let a = st.create(parent, name, mode, 0, uid, gid)?;
+        st.open_file(a.ino);
+        Ok(a)
+    }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
         self.st().mkdir(parent, name, mode, uid, gid)
@@ -451,6 +472,19 @@ impl Fs {
     /// Reads a symbolic link.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
         self.st().readlink(ino)
+    }
+    /// Counts an open of `ino` (fsd: open and create): unlinked, it stays
+    /// until [`Self::release`] counts the last close.
+    pub fn open(&self, ino: u64) -> Result<()> {
+        let mut st = self.st();
+        st.inode(ino)?;
+        st.open_file(ino);
+        Ok(())
+    }
+    /// Counts a close of `ino`; the last close of a file unlinked while
+    /// open frees it.
+    pub fn release(&self, ino: u64) -> Result<()> {
+        self.st().close_file(ino)
     }
     /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {

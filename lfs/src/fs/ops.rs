@@ -32,6 +32,20 @@ const S_ISGID: u32 = 0o2000;
 const S_IXGRP: u32 = 0o0010;
 
 /// The current time as (seconds, nanoseconds).
+/// A new inode record's times (all `t`) and next generation after `gen`;
+/// the caller sets the rest.
+pub(crate) fn born(t: (i64, u32), gen: u32) -> Inode {
+    Inode {
+        atime: t.0,
+        mtime: t.0,
+        ctime: t.0,
+        crtime: t.0,
+        nsec: [t.1; 4],
+        generation: gen.wrapping_add(1),
+        ..Inode::default()
+    }
+}
+
 pub(crate) fn now() -> (i64, u32) {
     let d = SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -138,7 +152,11 @@ impl State {
 
     /// Applies `f` to directory `ino` and counts the directory blocks it
     /// newly dirtied as space the next checkpoint needs.
-    fn dir_edit<T>(&mut self, ino: u64, f: impl FnOnce(&mut Directory) -> T) -> Result<T> {
+    pub(crate) fn dir_edit<T>(
+        &mut self,
+        ino: u64,
+        f: impl FnOnce(&mut Directory) -> T,
+    ) -> Result<T> {
         let d = self.dir(ino)?;
         let before = d.dirty_count();
         let r = f(d);
@@ -187,7 +205,12 @@ impl State {
             ctime: to_time(i.ctime, i.nsec[2]),
             crtime: to_time(i.crtime, i.nsec[3]),
             mode: i.mode,
-            nlink: i.nlink,
+            // An orphan's one link is the orphan directory's.
+            nlink: if self.orphans.contains(&ino) {
+                0
+            } else {
+                i.nlink
+            },
             uid: i.uid,
             gid: i.gid,
             rdev: i.rdev,
@@ -195,7 +218,7 @@ impl State {
         })
     }
 
-    fn dir(&mut self, ino: u64) -> Result<&mut Directory> {
+    pub(crate) fn dir(&mut self, ino: u64) -> Result<&mut Directory> {
         let n = self.node(ino)?;
         n.dir.as_mut().ok_or(Error::NotDir)
     }
@@ -258,12 +281,6 @@ impl State {
             uid,
             gid,
             nlink: if kind == FileType::Directory { 2 } else { 1 },
-            atime: t.0,
-            mtime: t.0,
-            ctime: t.0,
-            crtime: t.0,
-            nsec: [t.1; 4],
-            generation: old.generation.wrapping_add(1),
             rdev,
             ino,
             parent: if kind == FileType::Directory {
@@ -271,20 +288,12 @@ impl State {
             } else {
                 0
             },
-            ..Inode::default()
+            ..born(t, old.generation)
         };
         self.put_inode(i.clone())?;
         self.inodes_count += 1;
-        self.nodes.insert(
-            ino,
-            Node {
-                bmap: crate::fs::bmap::BlockMap::new(self.bs),
-                dirty: BTreeMap::new(),
-                dir: (kind == FileType::Directory).then(|| Directory::new(self.bs)),
-                xattrs: Some(BTreeMap::new()),
-                xattr_dirty: false,
-            },
-        );
+        self.nodes
+            .insert(ino, Node::new_empty(self.bs, kind == FileType::Directory));
         self.dir_edit(parent, |d| d.insert(name, ino, kind))??;
         let mut p = self.inode(parent)?;
         if kind == FileType::Directory {
@@ -361,7 +370,7 @@ impl State {
     }
 
     /// Frees an inode with no links left, and all its blocks.
-    fn free_inode(&mut self, ino: u64) -> Result<()> {
+    pub(crate) fn free_inode(&mut self, ino: u64) -> Result<()> {
         let i = self.inode(ino)?;
         self.node(ino)?;
         let node = self.nodes.remove(&ino).expect("loaded above");
@@ -383,13 +392,17 @@ impl State {
         Ok(())
     }
 
-    /// Drops one link of `ino`, freeing it at zero.
+    /// Drops one link of `ino`, freeing it at zero, unless it is open:
+    /// then it waits in the orphan directory for its last close.
     fn drop_link(&mut self, ino: u64, t: (i64, u32)) -> Result<()> {
         let mut i = self.inode(ino)?;
         let dir = is_dir(&i);
         i.nlink = if dir { 0 } else { i.nlink.saturating_sub(1) };
         set_c(&mut i, t);
-        if i.nlink == 0 {
+        if i.nlink == 0 && !dir && self.keeps_unlinked(ino) {
+            let kind = file_type(i.mode)?;
+            self.orphan(i, kind)
+        } else if i.nlink == 0 {
             self.free_inode(ino)
         } else {
             self.put_inode(i)
@@ -448,6 +461,10 @@ impl State {
         let mut i = self.inode(ino)?;
         if is_dir(&i) {
             return Err(Error::NotPermitted);
+        }
+        // No name comes back to a file unlinked while open (as Linux).
+        if self.orphans.contains(&ino) {
+            return Err(Error::NotFound);
         }
         let kind = file_type(i.mode)?;
         if self.dir(newparent)?.lookup(newname).is_some() {

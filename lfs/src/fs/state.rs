@@ -45,6 +45,19 @@ pub(crate) struct Node {
     pub xattr_dirty: bool,
 }
 
+impl Node {
+    /// The node of a new, empty inode (a directory if `dir`).
+    pub fn new_empty(bs: usize, dir: bool) -> Node {
+        Node {
+            bmap: BlockMap::new(bs),
+            dirty: BTreeMap::new(),
+            dir: dir.then(|| Directory::new(bs)),
+            xattrs: Some(BTreeMap::new()),
+            xattr_dirty: false,
+        }
+    }
+}
+
 /// The whole in-memory state of a mounted filesystem.
 pub(crate) struct State {
     pub dev: Arc<dyn BlockDevice>,
@@ -88,6 +101,10 @@ pub(crate) struct State {
     pub gc_head: Option<Head>,
     /// Blocks cleaning read, for the next checkpoint to move.
     pub gc_queue: Vec<crate::fs::clean::GcBlock>,
+    /// Open counts of files (fsd's open/create and release).
+    pub open_files: HashMap<u64, u32>,
+    /// Inodes the orphan directory names (`fs/orphans.rs`).
+    pub orphans: std::collections::HashSet<u64>,
     /// Blocks the running cleaning pass booked and has not queued yet:
     /// while it reads them without the lock, writers must not take the
     /// space it counted on.
@@ -181,6 +198,8 @@ impl State {
             gc_head: None,
             gc_queue: Vec::new(),
             gc_booked: 0,
+            open_files: HashMap::new(),
+            orphans: Default::default(),
             gc_moved: HashMap::new(),
             cp_force: BTreeSet::new(),
             source: None,
