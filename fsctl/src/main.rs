@@ -181,6 +181,16 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
+    /// Freeze a mounted filesystem: write a checkpoint, flush, then hold every change until thaw.
+    Freeze {
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Thaw a frozen filesystem: the changes waiting go on.
+    Thaw {
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
     /// Control the cleanerd of a mounted filesystem (or, with --once and no cleanerd, clean once).
     #[command(group(ArgGroup::new("action").required(true).args(["status", "suspend", "resume", "once", "reload"])))]
     Clean {
@@ -297,6 +307,8 @@ fn main() -> ExitCode {
         Command::Umount { mountpoint, target } => {
             cmd::checkpoints::umount(mountpoint, target.as_deref())
         }
+        Command::Freeze { target } => cmd::freeze::freeze(target.as_deref()),
+        Command::Thaw { target } => cmd::freeze::thaw(target.as_deref()),
         Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
         Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
         Command::Clean {

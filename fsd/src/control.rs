@@ -428,6 +428,26 @@ impl Service for FsService {
         Ok(Done)
     }
 
+    /// The freeze stays when the connection that asked for it closes (as
+    /// fsfreeze(8)): THAW, unmount or SIGTERM end it.
+    fn freeze(&self, peer: &Peer, _: Freeze) -> Result<Done, i32> {
+        let cno = self.fs.freeze().map_err(|e| errno(&e))?;
+        info!(
+            "FREEZE from uid {} (pid {}): frozen at checkpoint {cno}; changes wait for THAW",
+            peer.uid, peer.pid
+        );
+        Ok(Done)
+    }
+
+    fn thaw(&self, peer: &Peer, _: Thaw) -> Result<Done, i32> {
+        self.fs.thaw().map_err(|e| errno(&e))?;
+        info!(
+            "THAW from uid {} (pid {}): changes resume",
+            peer.uid, peer.pid
+        );
+        Ok(Done)
+    }
+
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         let updates: Vec<(u64, u64)> = r.items.iter().map(|u| (u.segnum, u.last_mod)).collect();
         self.fs

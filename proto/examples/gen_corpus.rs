@@ -173,6 +173,8 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             after: String::new(),
         },
     ));
+    requests.extend(req(17, &Freeze));
+    requests.extend(req(18, &Thaw));
 
     let mut replies = Vec::new();
     replies.extend(rep::<GetSustat>(
@@ -281,6 +283,8 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     replies.extend(rep::<SetSuinfo>(13, &Done));
     replies.extend(rep::<MountCheckpoint>(14, &Done));
     replies.extend(rep::<UmountCheckpoint>(15, &Done));
+    replies.extend(rep::<Freeze>(17, &Done));
+    replies.extend(rep::<Thaw>(18, &Done));
     replies.extend(rep::<GetDiff>(
         16,
         &DiffList {
@@ -375,8 +379,9 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             frame(Frame::request(0x1234_5678, 1, vec![])),
         ),
         (
-            "bad-code-reserved-freeze",
-            frame(Frame::request(codes::FREEZE, 1, vec![])),
+            // 'L' 0x9f without a direction: not assigned.
+            "bad-code-unassigned-l9f",
+            frame(Frame::request(0x0000_4c9f, 1, vec![])),
         ),
         ("bad-short-sustat-reply", short_sustat),
         ("bad-trailing-sync", trailing_sync),

@@ -27,14 +27,14 @@
 //! | `0xc0084c90` | GET_SEG_SUMMARY | RW | 0x90 | 8 | - |
 //! | `0x80004c91` | GET_STATS | R | 0x91 | 0 | - |
 //! | `0x80004c92` | GET_DF | R | 0x92 | 0 | - |
-//! | `0x00004c93` | FREEZE (reserved) | none | 0x93 | 0 | (FIFREEZE) |
-//! | `0x00004c94` | THAW (reserved) | none | 0x94 | 0 | (FITHAW) |
+//! | `0x00004c93` | FREEZE | none | 0x93 | 0 | (FIFREEZE) |
+//! | `0x00004c94` | THAW | none | 0x94 | 0 | (FITHAW) |
 //! | `0x400c4c95` | MOUNT_CHECKPOINT | W | 0x95 | 12 | - |
 //! | `0x40044c96` | UMOUNT_CHECKPOINT | W | 0x96 | 4 | - |
 //! | `0xc0144c97` | GET_DIFF | RW | 0x97 | 20 | - |
 //!
-//! Reserved codes are not served yet: the daemon answers them ENOTTY like
-//! any unknown code. FREEZE and THAW will carry nothing.
+//! Reserved codes (none at present; [`ALL`] marks them) are not served:
+//! the daemon answers them ENOTTY like any unknown code.
 
 /// The ioctl type byte of every lfs request.
 pub const IOC_TYPE: u8 = b'L';
@@ -86,9 +86,10 @@ pub const DELETE_CHECKPOINT: u32 = code!(write, 0x81, 8);
 /// Set segments' last-modified time [nilfs SET_SUINFO]: `msg::SetSuinfo`.
 /// Mutating.
 pub const SET_SUINFO: u32 = code!(write, 0x8d, 4);
-/// Reserved: suspend writes, with everything durable. Mutating.
+/// Suspend changes, with everything durable [Linux FIFREEZE]:
+/// `msg::Freeze`. Mutating.
 pub const FREEZE: u32 = code!(none, 0x93);
-/// Reserved: resume writes after FREEZE. Mutating.
+/// Resume changes after FREEZE [Linux FITHAW]: `msg::Thaw`. Mutating.
 pub const THAW: u32 = code!(none, 0x94);
 
 /// Mount a checkpoint read-only beside the live filesystem:
@@ -139,8 +140,8 @@ pub const ALL: &[CodeInfo] = &[
     info(CHANGE_CPMODE, "CHANGE_CPMODE", true, true),
     info(DELETE_CHECKPOINT, "DELETE_CHECKPOINT", true, true),
     info(SET_SUINFO, "SET_SUINFO", true, true),
-    info(FREEZE, "FREEZE", true, false),
-    info(THAW, "THAW", true, false),
+    info(FREEZE, "FREEZE", true, true),
+    info(THAW, "THAW", true, true),
     info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
     info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
     info(GET_DIFF, "GET_DIFF", false, true),
@@ -227,6 +228,8 @@ mod tests {
             CleanSegments::default().encode().len()
         );
         assert_eq!(size(SET_SUINFO), SetSuinfo::default().encode().len());
+        assert_eq!(size(FREEZE), Freeze.encode().len());
+        assert_eq!(size(THAW), Thaw.encode().len());
         assert_eq!(
             size(MOUNT_CHECKPOINT),
             MountCheckpoint::default().encode().len()
@@ -255,6 +258,8 @@ mod tests {
         assert_eq!(DeleteCheckpoint::CODE, DELETE_CHECKPOINT);
         assert_eq!(CleanSegments::CODE, CLEAN_SEGMENTS);
         assert_eq!(SetSuinfo::CODE, SET_SUINFO);
+        assert_eq!(Freeze::CODE, FREEZE);
+        assert_eq!(Thaw::CODE, THAW);
         assert_eq!(MountCheckpoint::CODE, MOUNT_CHECKPOINT);
         assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
         assert_eq!(GetDiff::CODE, GET_DIFF);
@@ -293,10 +298,12 @@ mod tests {
                 "CHANGE_CPMODE",
                 "DELETE_CHECKPOINT",
                 "SET_SUINFO",
+                "FREEZE",
+                "THAW",
                 "MOUNT_CHECKPOINT",
                 "UMOUNT_CHECKPOINT"
             ]
         );
-        assert!(ALL.iter().filter(|i| !i.served).all(|i| i.mutating));
+        assert!(ALL.iter().all(|i| i.served), "no code is reserved now");
     }
 }

@@ -71,6 +71,8 @@
 //! | MOUNT_CHECKPOINT | [`MountCheckpoint`](msg::MountCheckpoint) (12 + n) | [`Done`](msg::Done) (0) |
 //! | GET_DIFF | [`GetDiff`](msg::GetDiff) (24 + n) | [`DiffList`](msg::DiffList) |
 //! | UMOUNT_CHECKPOINT | [`UmountCheckpoint`](msg::UmountCheckpoint) (4 + n) | [`Done`](msg::Done) (0) |
+//! | FREEZE | [`Freeze`](msg::Freeze) (0) | [`Done`](msg::Done) (0) |
+//! | THAW | [`Thaw`](msg::Thaw) (0) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of
 //! [`msg::segments`], [`msg::checkpoints`], [`msg::stats`] and [`msg::admin`].

@@ -32,9 +32,9 @@ use crate::codes::{self, info_of};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD};
 use crate::msg::{
     ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, DiffList,
-    Done, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat,
-    GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat,
-    Sync, SyncReply, UmountCheckpoint, VinfoList,
+    Done, Freeze, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo,
+    GetSustat, GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats,
+    SuinfoList, Sustat, Sync, SyncReply, Thaw, UmountCheckpoint, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -107,6 +107,10 @@ pub trait Service {
     fn get_diff(&self, peer: &Peer, req: GetDiff) -> Result<DiffList, i32>;
     /// UMOUNT_CHECKPOINT (mutating).
     fn umount_checkpoint(&self, peer: &Peer, req: UmountCheckpoint) -> Result<Done, i32>;
+    /// FREEZE (mutating).
+    fn freeze(&self, peer: &Peer, req: Freeze) -> Result<Done, i32>;
+    /// THAW (mutating).
+    fn thaw(&self, peer: &Peer, req: Thaw) -> Result<Done, i32>;
 }
 
 fn typed<R: Request>(
@@ -142,6 +146,8 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::MOUNT_CHECKPOINT => typed(payload, |r| service.mount_checkpoint(peer, r)),
         codes::GET_DIFF => typed(payload, |r| service.get_diff(peer, r)),
         codes::UMOUNT_CHECKPOINT => typed(payload, |r| service.umount_checkpoint(peer, r)),
+        codes::FREEZE => typed(payload, |r| service.freeze(peer, r)),
+        codes::THAW => typed(payload, |r| service.thaw(peer, r)),
         _ => Err(Errno::ENOTTY as i32),
     }
 }

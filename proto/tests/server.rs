@@ -150,6 +150,12 @@ impl Service for Dummy {
     fn umount_checkpoint(&self, _: &Peer, _: UmountCheckpoint) -> Result<Done, i32> {
         Err(ENOENT)
     }
+    fn freeze(&self, _: &Peer, _: Freeze) -> Result<Done, i32> {
+        Ok(Done)
+    }
+    fn thaw(&self, _: &Peer, _: Thaw) -> Result<Done, i32> {
+        Err(EINVAL)
+    }
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         if r.items.iter().any(|u| u.segnum >= 1000) {
             return Err(EINVAL);
@@ -417,6 +423,8 @@ fn every_request_round_trips() {
         after: String::new(),
     };
     assert_eq!(c.call(&d).unwrap().items[0].path, "/p/3-4");
+    assert_eq!(c.call(&Freeze).unwrap(), Done);
+    assert_eq!(c.call(&Thaw).unwrap_err().errno(), Some(EINVAL));
 }
 
 #[test]

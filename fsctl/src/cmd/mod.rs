@@ -3,6 +3,7 @@
 pub mod checkpoints;
 pub mod clean;
 pub mod dumpseg;
+pub mod freeze;
 pub mod fsck;
 pub mod online;
 pub mod superblock;

@@ -24,7 +24,7 @@
 //! [`segments`] (GET_SUSTAT, GET_SUINFO, GET_VINFO, GET_SEG_SUMMARY),
 //! [`checkpoints`] (GET_CPSTAT, GET_CPINFO, SYNC), [`stats`] (GET_STATS,
 //! GET_DF) and [`admin`] (CHANGE_CPMODE, DELETE_CHECKPOINT, CLEAN_SEGMENTS,
-//! SET_SUINFO, MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT).
+//! SET_SUINFO, MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT, FREEZE, THAW).
 
 pub mod admin;
 pub mod checkpoints;
@@ -32,8 +32,9 @@ pub mod segments;
 pub mod stats;
 
 pub use admin::{
-    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, MountCheckpoint, SetSuinfo,
-    SuUpdate, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
+    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, Freeze, MountCheckpoint,
+    SetSuinfo, SuUpdate, Thaw, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT,
+    MOUNT_PATH_MAX,
 };
 pub use checkpoints::{
     Cpinfo, CpinfoList, Cpstat, DiffItem, DiffList, GetCpinfo, GetCpstat, GetDiff, Sync, SyncReply,
@@ -300,6 +301,22 @@ pub(crate) trait Record: Sized {
     fn put(&self, w: &mut Writer);
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 }
+
+/// Implements [`Record`] for unit structs: messages with no fields, which
+/// encode to nothing.
+macro_rules! empty_record {
+    ($($t:ident),* $(,)?) => {$(
+        impl $crate::msg::Record for $t {
+            const WHAT: &'static str = stringify!($t);
+            const MIN_SIZE: usize = 0;
+            fn put(&self, _: &mut $crate::msg::Writer) {}
+            fn get(_: &mut $crate::msg::Reader<'_>) -> Result<Self, $crate::msg::DecodeError> {
+                Ok($t)
+            }
+        }
+    )*};
+}
+pub(crate) use empty_record;
 
 /// Implements [`Message`] for record types that are whole payloads.
 macro_rules! message {

@@ -33,7 +33,7 @@
 //!        0 u64 ino   8 u64 offset   16 u64 vblock   24 u8 kind
 //! ```
 
-use super::{message, request, DecodeError, Reader, Record, Writer};
+use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
 use crate::codes;
 
 /// Segment statistics [nilfs GET_SUSTAT]. Empty request.
@@ -240,15 +240,6 @@ impl SegSummary {
     pub const MAX_LOGS: usize = 1 << 16;
     /// Longest `end`, in bytes.
     pub const MAX_END_LEN: usize = 4096;
-}
-
-impl Record for GetSustat {
-    const WHAT: &'static str = "GetSustat";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetSustat)
-    }
 }
 
 impl Record for Sustat {
@@ -472,6 +463,8 @@ impl Record for SegSummary {
         })
     }
 }
+
+empty_record!(GetSustat);
 
 message!(
     GetSustat,
