@@ -32,6 +32,7 @@
 //! | `0x400c4c95` | MOUNT_CHECKPOINT | W | 0x95 | 12 | - |
 //! | `0x40044c96` | UMOUNT_CHECKPOINT | W | 0x96 | 4 | - |
 //! | `0xc0144c97` | GET_DIFF | RW | 0x97 | 20 | - |
+//! | `0x80004c98` | GET_SUPER | R | 0x98 | 0 | - |
 //!
 //! Reserved codes (none at present; [`ALL`] marks them) are not served:
 //! the daemon answers them ENOTTY like any unknown code.
@@ -100,6 +101,8 @@ pub const UMOUNT_CHECKPOINT: u32 = code!(write, 0x96, 4);
 
 /// Paths changed between two checkpoints: `msg::GetDiff`.
 pub const GET_DIFF: u32 = code!(readwrite, 0x97, 20);
+/// Both superblock copies as the device holds them: `msg::GetSuper`.
+pub const GET_SUPER: u32 = code!(read, 0x98, 0);
 
 /// What is known about one code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,6 +148,7 @@ pub const ALL: &[CodeInfo] = &[
     info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
     info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
     info(GET_DIFF, "GET_DIFF", false, true),
+    info(GET_SUPER, "GET_SUPER", false, true),
 ];
 
 /// What this version knows about `code`.
@@ -191,6 +195,7 @@ mod tests {
             (MOUNT_CHECKPOINT, ioc(W, 0x95, 12), 0x400c_4c95),
             (UMOUNT_CHECKPOINT, ioc(W, 0x96, 4), 0x4004_4c96),
             (GET_DIFF, ioc(R | W, 0x97, 20), 0xc014_4c97),
+            (GET_SUPER, ioc(R, 0x98, 0), 0x8000_4c98),
         ];
         for (code, computed, literal) in expect {
             assert_eq!(code, computed, "{:?}", name(code));
@@ -218,6 +223,7 @@ mod tests {
         );
         assert_eq!(size(GET_STATS), GetStats.encode().len());
         assert_eq!(size(GET_DF), GetDf.encode().len());
+        assert_eq!(size(GET_SUPER), GetSuper.encode().len());
         assert_eq!(size(CHANGE_CPMODE), ChangeCpmode::default().encode().len());
         assert_eq!(
             size(DELETE_CHECKPOINT),
@@ -263,6 +269,7 @@ mod tests {
         assert_eq!(MountCheckpoint::CODE, MOUNT_CHECKPOINT);
         assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
         assert_eq!(GetDiff::CODE, GET_DIFF);
+        assert_eq!(GetSuper::CODE, GET_SUPER);
     }
 
     #[test]

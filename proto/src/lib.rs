@@ -62,6 +62,7 @@
 //! | SYNC | [`Sync`](msg::Sync) (4) | [`SyncReply`](msg::SyncReply) (8) |
 //! | GET_VINFO | [`GetVinfo`](msg::GetVinfo) (4 + 8 n) | [`VinfoList`](msg::VinfoList) (4 + 32 n) |
 //! | GET_SEG_SUMMARY | [`GetSegSummary`](msg::GetSegSummary) (8) | [`SegSummary`](msg::SegSummary) |
+//! | GET_SUPER | [`GetSuper`](msg::GetSuper) (0) | [`Super`](msg::Super) (44 + n) |
 //! | GET_STATS | [`GetStats`](msg::GetStats) (0) | [`Stats`](msg::Stats) |
 //! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (60) |
 //! | CHANGE_CPMODE | [`ChangeCpmode`](msg::ChangeCpmode) (16) | [`Done`](msg::Done) (0) |
@@ -75,7 +76,8 @@
 //! | THAW | [`Thaw`](msg::Thaw) (0) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of
-//! [`msg::segments`], [`msg::checkpoints`], [`msg::stats`] and [`msg::admin`].
+//! [`msg::segments`], [`msg::device`], [`msg::checkpoints`], [`msg::stats`]
+//! and [`msg::admin`].
 //!
 //! # Versioning
 //!

@@ -33,8 +33,8 @@ use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD
 use crate::msg::{
     ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, DiffList,
     Done, Freeze, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo,
-    GetSustat, GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats,
-    SuinfoList, Sustat, Sync, SyncReply, Thaw, UmountCheckpoint, VinfoList,
+    GetSuper, GetSustat, GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats,
+    SuinfoList, Super, Sustat, Sync, SyncReply, Thaw, UmountCheckpoint, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -89,6 +89,8 @@ pub trait Service {
     fn get_vinfo(&self, peer: &Peer, req: GetVinfo) -> Result<VinfoList, i32>;
     /// GET_SEG_SUMMARY.
     fn get_seg_summary(&self, peer: &Peer, req: GetSegSummary) -> Result<SegSummary, i32>;
+    /// GET_SUPER.
+    fn get_super(&self, peer: &Peer, req: GetSuper) -> Result<Super, i32>;
     /// GET_STATS.
     fn get_stats(&self, peer: &Peer, req: GetStats) -> Result<Stats, i32>;
     /// GET_DF.
@@ -137,6 +139,7 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::SYNC => typed(payload, |r| service.sync(peer, r)),
         codes::GET_VINFO => typed(payload, |r| service.get_vinfo(peer, r)),
         codes::GET_SEG_SUMMARY => typed(payload, |r| service.get_seg_summary(peer, r)),
+        codes::GET_SUPER => typed(payload, |r| service.get_super(peer, r)),
         codes::GET_STATS => typed(payload, |r| service.get_stats(peer, r)),
         codes::GET_DF => typed(payload, |r| service.get_df(peer, r)),
         codes::CHANGE_CPMODE => typed(payload, |r| service.change_cpmode(peer, r)),

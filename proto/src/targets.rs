@@ -20,7 +20,7 @@ use crate::codes;
 use crate::frame::{decode_frame, Frame, FrameError, Kind};
 use crate::msg::{
     ChangeCpmode, CleanSegments, DecodeError, DeleteCheckpoint, Freeze, GetCpinfo, GetCpstat,
-    GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message,
+    GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSuper, GetSustat, GetVinfo, Message,
     MountCheckpoint, Request, SetSuinfo, Sync, Thaw, UmountCheckpoint,
 };
 
@@ -114,6 +114,7 @@ pub fn payload(frame: &Frame) -> Result<(), TargetError> {
         codes::SYNC => payload_of::<Sync>(frame),
         codes::GET_VINFO => payload_of::<GetVinfo>(frame),
         codes::GET_SEG_SUMMARY => payload_of::<GetSegSummary>(frame),
+        codes::GET_SUPER => payload_of::<GetSuper>(frame),
         codes::GET_STATS => payload_of::<GetStats>(frame),
         codes::GET_DF => payload_of::<GetDf>(frame),
         codes::CHANGE_CPMODE => payload_of::<ChangeCpmode>(frame),

@@ -15,7 +15,7 @@ use harness::*;
 use lfs_e2e::{built_binary, require_tool, run, temp_dir, Output};
 use nix::sys::signal::Signal;
 
-fn fsctl(args: &[&str]) -> Output {
+fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
 }
 
@@ -183,4 +183,100 @@ fn hostile_clients_do_not_disturb_the_daemon() {
     fsctl(&["df", &sock]).assert_success();
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM after hostile clients");
+}
+
+/// `fsctl` with `RUST_LOG=fsctl=debug`, which says where it read from.
+fn fsctl_traced<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    run(
+        Command::new(built_binary("fsctl"))
+            .args(args)
+            .env("RUST_LOG", "fsctl=debug"),
+        CMD_TIMEOUT,
+    )
+}
+
+/// `super` and `dumpseg` through fsd, and from a copy of the device taken
+/// while frozen (so the two are the same bytes), with the device line
+/// made the same.
+#[test]
+fn super_and_dumpseg_read_through_fsd_or_from_the_device_alike() {
+    let tmp = temp_dir();
+    let name = format!("live-{}.img", std::process::id());
+    let image = mkfs(tmp.path(), &name);
+    let mnt = mkdir(tmp.path(), "mnt");
+    let mut fsd = Fsd::start_exactly(&image, &mnt, &[]);
+    let m = mnt.to_str().unwrap();
+    let img = image.to_str().unwrap();
+    let sock = socket_of(&image);
+    sh(&format!(
+        "dd if=/dev/urandom of='{m}/data' bs=64k count=40 conv=fsync status=none"
+    ));
+    fsctl(&["freeze", m]).assert_success();
+    let copy = tmp.path().join("copy.img");
+    let cp = run(
+        Command::new("cp")
+            .arg("--sparse=always")
+            .arg(&image)
+            .arg(&copy),
+        CMD_TIMEOUT,
+    );
+    fsctl(&["thaw", m]).assert_success();
+    cp.assert_success();
+    let copy = copy.to_str().unwrap();
+
+    for args in [
+        &["super"][..],
+        &["super", "--json"],
+        &["dumpseg"],
+        &["dumpseg", "--json"],
+    ] {
+        let with = |target: &str| -> Vec<String> {
+            let mut a: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+            a.push(target.to_string());
+            if a[0] == "dumpseg" {
+                a.push("0".to_string());
+            }
+            a
+        };
+        // The image fsd serves: through fsd, as are its mount point and
+        // its socket.
+        let live = fsctl_traced(&with(img)).assert_success();
+        assert!(live.stderr.contains("reading through the fsd"), "{live}");
+        for other in [m, sock.as_str()] {
+            assert_eq!(
+                fsctl(&with(other)).assert_success().stdout,
+                live.stdout,
+                "{other}"
+            );
+        }
+        // The copy: no fsd serves it, so it is read.
+        let offline = fsctl_traced(&with(copy)).assert_success();
+        assert!(offline.stderr.contains("no fsd answers"), "{offline}");
+        assert_eq!(offline.stdout.replace(copy, img), live.stdout, "{args:?}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&fsctl(&["dumpseg", "--json", img, "0"]).stdout).unwrap();
+    assert!(v["logs"].as_array().unwrap().len() > 1, "{v}");
+    let o = fsctl(&["dumpseg", m, "100000"]);
+    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert!(o.stderr.contains("segment 100000 does not exist"), "{o}");
+
+    // An unmounted image of the same file name elsewhere shares the
+    // socket name: it is read, not answered for by this fsd.
+    let other_dir = mkdir(tmp.path(), "other");
+    let other = mkfs(&other_dir, &name);
+    let uuid = |target: &str| json(&["super", "--json", target])["superblock"]["uuid"].clone();
+    let o = fsctl_traced(&["super", other.to_str().unwrap()]).assert_success();
+    assert!(o.stderr.contains("serves another filesystem"), "{o}");
+    assert_ne!(uuid(other.to_str().unwrap()), uuid(img));
+    assert_eq!(uuid(copy), uuid(img));
+
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    // Unmounted, the image itself is read.
+    let o = fsctl_traced(&["super", img]).assert_success();
+    assert!(o.stderr.contains("no fsd answers"), "{o}");
+    assert!(o.stdout.contains("state               clean"), "{o}");
+    let o = fsctl(&["super", m]);
+    assert_eq!(o.status.code(), Some(1), "{o}");
 }
