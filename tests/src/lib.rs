@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod golden;
 pub mod help;
 pub mod qemu_nbd;
 pub mod roff;
