@@ -10,6 +10,7 @@
 pub mod golden;
 pub mod help;
 pub mod qemu_nbd;
+pub mod rng;
 pub mod roff;
 mod run;
 
