@@ -33,6 +33,10 @@ const SOCKET_MODE: u32 = 0o660;
 /// Mode of a socket directory fsd creates (e.g. /run/lfs).
 const DIR_MODE: u32 = 0o755;
 
+/// The control requests of one filesystem, shared by the socket's
+/// connections and the FUSE adapter's ioctl path.
+pub type Requests = Arc<dyn Handler + Send + std::marker::Sync>;
+
 /// A running control server; stopping it removes the socket.
 #[derive(Debug)]
 pub struct Control {
@@ -64,14 +68,8 @@ impl std::fmt::Display for StartError {
 }
 
 impl Control {
-    /// Binds `path` and starts serving `fs`, whose device fsd was given
-    /// as `device`.
-    pub fn start(
-        fs: Arc<Fs>,
-        device: &Path,
-        path: &Path,
-        snapshots: Arc<crate::snapshots::Snapshots>,
-    ) -> Result<Control, StartError> {
+    /// Binds `path` and starts serving `handler` there.
+    pub fn start(handler: Requests, path: &Path) -> Result<Control, StartError> {
         let io_err = |e| StartError::Io(path.to_path_buf(), e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -97,16 +95,11 @@ impl Control {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
             .map_err(io_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let service = Arc::new(FsService {
-            fs,
-            snapshots,
-            device: device.display().to_string(),
-        });
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fsd-control".into())
-                .spawn(move || accept_loop(&listener, &stop, &service))
+                .spawn(move || accept_loop(&listener, &stop, &handler))
                 .map_err(io_err)?
         };
         info!("control socket {} ready", path.display());
@@ -141,7 +134,21 @@ impl Drop for Control {
     }
 }
 
-fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsService>) {
+/// The requests of `fs` (whose device fsd was given as `device`) as the
+/// control socket and the FUSE ioctl path serve them.
+pub fn service(
+    fs: Arc<Fs>,
+    device: &Path,
+    snapshots: Arc<crate::snapshots::Snapshots>,
+) -> Requests {
+    Arc::new(FsService {
+        fs,
+        snapshots,
+        device: device.display().to_string(),
+    })
+}
+
+fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Requests) {
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -152,7 +159,7 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsServi
                 let spawned = std::thread::Builder::new()
                     .name("fsd-control-conn".into())
                     .spawn(move || {
-                        let closed = serve_connection(stream, service.as_ref());
+                        let closed = serve_connection(stream, &*service);
                         debug!("control connection closed: {closed:?}");
                     });
                 if let Err(e) = spawned {

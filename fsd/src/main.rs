@@ -183,18 +183,18 @@ fn run(args: &Args) -> Result<(), Failure> {
     };
 
     let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
-    let control =
-        match control::Control::start(Arc::clone(&fs), device, &socket, Arc::clone(&snapshots)) {
-            Ok(c) => c,
-            Err(e) => {
-                let code = match e {
-                    control::StartError::InUse(_) => Exit::Busy,
-                    control::StartError::Io(..) => Exit::Error,
-                };
-                final_unmount(&fs, device)?;
-                return Err(fail(code, anyhow!("{e}")));
-            }
-        };
+    let service = control::service(Arc::clone(&fs), device, Arc::clone(&snapshots));
+    let control = match control::Control::start(Arc::clone(&service), &socket) {
+        Ok(c) => c,
+        Err(e) => {
+            let code = match e {
+                control::StartError::InUse(_) => Exit::Busy,
+                control::StartError::Io(..) => Exit::Error,
+            };
+            final_unmount(&fs, device)?;
+            return Err(fail(code, anyhow!("{e}")));
+        }
+    };
 
     let settings = fuser_config(&flags, config.threads, device.display().to_string());
     let deferred = match fuse::deferred::Deferred::start(config.threads) {
@@ -207,7 +207,7 @@ fn run(args: &Args) -> Result<(), Failure> {
             ));
         }
     };
-    let adapter = fuse::Adapter::with_deferred(Arc::clone(&fs), Arc::clone(&deferred));
+    let adapter = fuse::Adapter::live(Arc::clone(&fs), Arc::clone(&deferred), service);
     let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
         Ok(s) => s,
         Err(e) => {

@@ -104,6 +104,14 @@ pub const GET_DIFF: u32 = code!(readwrite, 0x97, 20);
 /// Both superblock copies as the device holds them: `msg::GetSuper`.
 pub const GET_SUPER: u32 = code!(read, 0x98, 0);
 
+/// The requests fsd also takes as ioctl(2) on a file or directory of the
+/// mount. The kernel passes a FUSE daemon only restricted ioctls, which
+/// carry exactly the size in the number in (if the direction says write)
+/// and out (if read); the size of these numbers is the request's fixed
+/// part, so only requests that are all fixed part and have an empty reply
+/// fit.
+pub const IOCTL: &[u32] = &[CHANGE_CPMODE, DELETE_CHECKPOINT, FREEZE, THAW];
+
 /// What is known about one code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CodeInfo {
@@ -270,6 +278,27 @@ mod tests {
         assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
         assert_eq!(GetDiff::CODE, GET_DIFF);
         assert_eq!(GetSuper::CODE, GET_SUPER);
+    }
+
+    #[test]
+    fn the_ioctl_requests_are_all_fixed_part_with_empty_replies() {
+        use crate::msg::*;
+        fn empty_reply<R: Request<Reply = Done>>(r: R) -> usize {
+            r.encode().len()
+        }
+        fn size(code: u32) -> usize {
+            ((code >> 16) & 0x3fff) as usize
+        }
+        let sizes = [
+            (CHANGE_CPMODE, empty_reply(ChangeCpmode::default())),
+            (DELETE_CHECKPOINT, empty_reply(DeleteCheckpoint::default())),
+            (FREEZE, empty_reply(Freeze)),
+            (THAW, empty_reply(Thaw)),
+        ];
+        assert_eq!(sizes.map(|(c, _)| c), IOCTL);
+        for (code, len) in sizes {
+            assert_eq!(size(code), len, "{:?}", name(code));
+        }
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //! the filesystem ([`server::is_mutating`]) are refused with EPERM unless
 //! the peer is root or the filesystem's owner.
 //!
+//! The requests in [`codes::IOCTL`] are also served as ioctl(2) on a file
+//! of the mount, the payload being the ioctl's argument.
+//!
 //! # Frames ([`frame`])
 //!
 //! A 32-byte header, all fields little-endian, then the payload:

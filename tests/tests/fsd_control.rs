@@ -431,3 +431,88 @@ fn super_and_dumpseg_read_through_fsd_or_from_the_device_alike() {
     let o = fsctl(&["super", m]);
     assert_eq!(o.status.code(), Some(1), "{o}");
 }
+
+/// The control requests that fit ioctl(2), called on files of the mount.
+#[allow(unsafe_code)]
+mod ioctl {
+    use std::os::fd::AsRawFd;
+
+    nix::ioctl_none_bad!(freeze, 0x0000_4c93);
+    nix::ioctl_none_bad!(thaw, 0x0000_4c94);
+    nix::ioctl_none_bad!(get_sustat, 0x8000_4c85);
+    nix::ioctl_write_ptr_bad!(delete_checkpoint, 0x4008_4c81, [u8; 8]);
+
+    /// Calls `f` on `file`'s descriptor.
+    pub fn call(file: &std::fs::File, f: unsafe fn(i32) -> nix::Result<i32>) -> nix::Result<i32> {
+        // SAFETY: the descriptor is open for the call; these requests
+        // carry no data.
+        unsafe { f(file.as_raw_fd()) }
+    }
+
+    pub fn freeze_on(file: &std::fs::File) -> nix::Result<i32> {
+        call(file, freeze)
+    }
+    pub fn thaw_on(file: &std::fs::File) -> nix::Result<i32> {
+        call(file, thaw)
+    }
+    pub fn sustat_on(file: &std::fs::File) -> nix::Result<i32> {
+        call(file, get_sustat)
+    }
+    pub fn delete_checkpoint_on(file: &std::fs::File, cno: u64) -> nix::Result<i32> {
+        let arg = cno.to_le_bytes();
+        // SAFETY: the descriptor is open and `arg` is the request's 8
+        // bytes, alive for the call.
+        unsafe { delete_checkpoint(file.as_raw_fd(), &arg) }
+    }
+}
+
+#[test]
+fn requests_that_fit_an_ioctl_work_as_ioctl_on_the_mount() {
+    use nix::errno::Errno;
+    let tmp = temp_dir();
+    let image = mkfs(tmp.path(), "ioctl.img");
+    let mnt = mkdir(tmp.path(), "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let sock = mnt.with_extension("sock");
+    let s = sock.to_str().unwrap();
+    let cno: u64 = fsctl(&["mkcp", "-p", s])
+        .assert_success()
+        .stdout
+        .trim()
+        .parse()
+        .unwrap();
+    fsctl(&["mkcp", s]).assert_success();
+    let listed = |cno: u64| {
+        json(&["lscp", "-a", "--json", s])["checkpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["cno"] == cno)
+    };
+    assert!(listed(cno));
+
+    let root = std::fs::File::open(&mnt).unwrap();
+    ioctl::delete_checkpoint_on(&root, cno).unwrap();
+    assert!(
+        !listed(cno),
+        "DELETE_CHECKPOINT by ioctl left checkpoint {cno}"
+    );
+    assert_eq!(ioctl::delete_checkpoint_on(&root, cno), Err(Errno::ENOENT));
+
+    ioctl::freeze_on(&root).unwrap();
+    assert_eq!(ioctl::freeze_on(&root), Err(Errno::EBUSY));
+    // Frozen: the socket sees it, and thaws it.
+    fsctl(&["thaw", s]).assert_success();
+    assert_eq!(ioctl::thaw_on(&root), Err(Errno::EINVAL));
+
+    // On a file inside the mount too.
+    std::fs::write(mnt.join("f"), b"x").unwrap();
+    let file = std::fs::File::open(mnt.join("f")).unwrap();
+    ioctl::freeze_on(&file).unwrap();
+    ioctl::thaw_on(&file).unwrap();
+    // A query's reply does not fit its ioctl number: not served so.
+    assert_eq!(ioctl::sustat_on(&root), Err(Errno::ENOTTY));
+    drop((root, file));
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+}

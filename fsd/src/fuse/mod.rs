@@ -33,12 +33,15 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BsdFileFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lfs::fs::{Attr, Fs, SetAttr};
 use log::{debug, info};
+
+use lfs_proto::codes;
+use lfs_proto::server::Peer;
 
 use crate::errno::{engine_error, Errno};
 use convert::{
@@ -76,12 +79,23 @@ type Reply<T> = Result<T, fuser::Errno>;
 
 /// The [`Filesystem`] fuser drives: one per mount, shared by all request
 /// threads.
-#[derive(Debug)]
 pub struct Adapter {
     inner: Arc<Inner>,
     /// Where changes go while the filesystem is frozen (none for a
     /// read-only view, which is never frozen).
     deferred: Option<Arc<Deferred>>,
+    /// The control requests, for those that come as ioctl(2) (none for a
+    /// view).
+    control: Option<crate::control::Requests>,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("inner", &self.inner)
+            .field("deferred", &self.deferred)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a request needs, shared with the deferred workers.
@@ -99,14 +113,21 @@ impl Adapter {
         Adapter {
             inner: Arc::new(Inner { fs, block_size }),
             deferred: None,
+            control: None,
         }
     }
 
-    /// An adapter serving `fs`, whose changes go to `deferred` while it
-    /// is frozen.
-    pub fn with_deferred(fs: Arc<Fs>, deferred: Arc<Deferred>) -> Adapter {
+    /// An adapter serving the live `fs`, whose changes go to `deferred`
+    /// while it is frozen, and which takes `control`'s requests that fit
+    /// ioctl(2) ([`codes::IOCTL`]) on its files too.
+    pub fn live(
+        fs: Arc<Fs>,
+        deferred: Arc<Deferred>,
+        control: crate::control::Requests,
+    ) -> Adapter {
         Adapter {
             deferred: Some(deferred),
+            control: Some(control),
             ..Adapter::new(fs)
         }
     }
@@ -685,6 +706,42 @@ impl Filesystem for Adapter {
                 Err(e) => reply.error(e),
             }
         });
+    }
+
+    /// The control requests that fit an ioctl ([`codes::IOCTL`]), on any
+    /// file or directory of the mount, with the caller's credentials as
+    /// the peer: the same permission rule and answers as on the socket.
+    /// FREEZE and THAW run here (neither waits for a thaw); the others
+    /// change the filesystem and are deferred while it is frozen.
+    fn ioctl(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let Some(control) = self.control.clone().filter(|_| codes::IOCTL.contains(&cmd)) else {
+            return reply.error(fuser::Errno::ENOTTY);
+        };
+        let peer = Peer {
+            uid: req.uid(),
+            gid: req.gid(),
+            pid: i32::try_from(req.pid()).unwrap_or(0),
+        };
+        let data = in_data.to_vec();
+        let run = move |_: &Inner| match control.handle(cmd, &data, &peer) {
+            Ok(payload) => reply.ioctl(0, &payload),
+            Err(errno) => reply.error(fuser::Errno::from_i32(errno)),
+        };
+        if cmd == codes::FREEZE || cmd == codes::THAW {
+            run(&self.inner);
+        } else {
+            self.change(run);
+        }
     }
 
     fn fallocate(
