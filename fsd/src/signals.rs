@@ -65,7 +65,7 @@ pub struct Targets {
     pub device_number: Option<u64>,
     /// Rereads and applies the configuration.
     pub reload: Box<dyn FnMut() + Send>,
-    /// Called before the first unmount attempt: thaws a frozen filesystem.
+    /// Called before each unmount attempt: thaws a frozen filesystem.
     pub before_unmount: Box<dyn FnMut() + Send>,
 }
 
