@@ -273,6 +273,15 @@ impl Service for FakeFs {
     fn get_diff(&self, _: &Peer, _: GetDiff) -> Result<DiffList, i32> {
         Err(nix::libc::ENOTTY)
     }
+    fn get_super(&self, _: &Peer, _: GetSuper) -> Result<Super, i32> {
+        Err(ENOTTY)
+    }
+    fn freeze(&self, _: &Peer, _: Freeze) -> Result<Done, i32> {
+        Err(nix::libc::ENOTTY)
+    }
+    fn thaw(&self, _: &Peer, _: Thaw) -> Result<Done, i32> {
+        Err(nix::libc::ENOTTY)
+    }
 
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         self.with(Call::SetSuinfo(r.items.clone()), |s| {

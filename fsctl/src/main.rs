@@ -7,12 +7,12 @@
 mod cmd;
 mod target;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use std::time::Duration;
 
-use clap::{ArgGroup, Parser, Subcommand};
+use clap::{ArgGroup, CommandFactory, Parser, Subcommand};
 
 /// Exit statuses, as documented in fsctl(8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,10 +44,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Show both superblocks of an unmounted device, which one is current, and the geometry.
+    /// Show both superblocks, which one is current, and the geometry (through fsd if it serves the target).
     Super {
-        /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
-        device: PathBuf,
+        /// Device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH),
+        /// mount point, path inside it or control socket (default: the current directory).
+        target: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -181,6 +182,16 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
+    /// Freeze a mounted filesystem: write a checkpoint, flush, then hold every change until thaw.
+    Freeze {
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
+    /// Thaw a frozen filesystem: the changes waiting go on.
+    Thaw {
+        /// Mount point, path inside it, control socket or device (default: the current directory).
+        target: Option<PathBuf>,
+    },
     /// Control the cleanerd of a mounted filesystem (or, with --once and no cleanerd, clean once).
     #[command(group(ArgGroup::new("action").required(true).args(["status", "suspend", "resume", "once", "reload"])))]
     Clean {
@@ -211,12 +222,13 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<std::path::PathBuf>,
     },
-    /// List the logs of one segment of an unmounted device, with their block entries.
+    /// List the logs of one segment, with their block entries (through fsd if it serves the target).
     Dumpseg {
-        /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
-        device: PathBuf,
-        /// Segment number (0 to segments - 1).
-        segnum: u64,
+        /// [TARGET] SEGNUM: an optional device, image file, NBD export, mount point, path inside
+        /// it or control socket (default: the current directory), then the segment number (0 to
+        /// segments - 1).
+        #[arg(value_name = "[TARGET] SEGNUM", required = true, num_args = 1..=2)]
+        args: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -248,7 +260,7 @@ fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     let result = match &cli.command {
-        Command::Super { device, json } => cmd::superblock::run(device, *json),
+        Command::Super { target, json } => cmd::superblock::run(target.as_deref(), *json),
         Command::Fsck { device, json } => cmd::fsck::run(device, *json),
         Command::Lssu {
             all,
@@ -297,6 +309,8 @@ fn main() -> ExitCode {
         Command::Umount { mountpoint, target } => {
             cmd::checkpoints::umount(mountpoint, target.as_deref())
         }
+        Command::Freeze { target } => cmd::freeze::freeze(target.as_deref()),
+        Command::Thaw { target } => cmd::freeze::thaw(target.as_deref()),
         Command::Df { json, target } => cmd::online::df(target.as_deref(), *json),
         Command::Stat { json, target } => cmd::online::stat(target.as_deref(), *json),
         Command::Clean {
@@ -327,11 +341,20 @@ fn main() -> ExitCode {
             };
             cmd::clean::run(target.as_deref(), action, *json)
         }
-        Command::Dumpseg {
-            device,
-            segnum,
-            json,
-        } => cmd::dumpseg::run(device, *segnum, *json),
+        Command::Dumpseg { args, json } => {
+            // clap passes one or two words: the last is the segment.
+            let segnum = args.last().map_or("", String::as_str);
+            let target = args.first().filter(|_| args.len() > 1).map(Path::new);
+            let Ok(segnum) = segnum.parse::<u64>() else {
+                Cli::command()
+                    .error(
+                        clap::error::ErrorKind::ValueValidation,
+                        format!("segment number {segnum:?} is not a number"),
+                    )
+                    .exit()
+            };
+            cmd::dumpseg::run(target, segnum, *json)
+        }
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),

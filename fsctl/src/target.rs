@@ -14,8 +14,12 @@ pub fn socket_for(target: Option<&Path>) -> Result<PathBuf> {
 /// Connects to the daemon serving `target`, with a message that says what
 /// to check when none does.
 pub fn connect(target: Option<&Path>) -> Result<Client> {
-    let socket = socket_for(target)?;
-    Client::connect(&socket).map_err(|e| {
+    connect_to(&socket_for(target)?)
+}
+
+/// Connects to the daemon on `socket`, with the same message.
+pub fn connect_to(socket: &Path) -> Result<Client> {
+    Client::connect(socket).map_err(|e| {
         anyhow!(
             "no fsd answers on {} ({e}); is the filesystem mounted? (fsd --socket changes the path: pass the socket as the target)",
             socket.display()

@@ -17,17 +17,25 @@ use std::thread::JoinHandle;
 
 use lfs::format::ROOT_INO;
 use lfs::fs::Fs;
+use lfs::inspect::{SbCopy, SegmentDump};
 use lfs_proto::msg::*;
 use lfs_proto::server::{check_permission, dispatch, serve_connection, Handler, Peer, Service};
 use log::{debug, info, warn};
 
 /// Bytes of paths in one GET_DIFF reply (well inside the frame limit).
 const DIFF_REPLY_BYTES: usize = 768 << 10;
+/// Bytes of logs in one GET_SEG_SUMMARY reply (the segment header and
+/// `end` fit in what the frame limit leaves).
+const SEG_SUMMARY_REPLY_BYTES: usize = lfs_proto::MAX_PAYLOAD - (8 << 10);
 
 /// Mode of the socket file: owner and group may connect.
 const SOCKET_MODE: u32 = 0o660;
 /// Mode of a socket directory fsd creates (e.g. /run/lfs).
 const DIR_MODE: u32 = 0o755;
+
+/// The control requests of one filesystem, shared by the socket's
+/// connections and the FUSE adapter's ioctl path.
+pub type Requests = Arc<dyn Handler + Send + std::marker::Sync>;
 
 /// A running control server; stopping it removes the socket.
 #[derive(Debug)]
@@ -60,12 +68,8 @@ impl std::fmt::Display for StartError {
 }
 
 impl Control {
-    /// Binds `path` and starts serving `fs`.
-    pub fn start(
-        fs: Arc<Fs>,
-        path: &Path,
-        snapshots: Arc<crate::snapshots::Snapshots>,
-    ) -> Result<Control, StartError> {
+    /// Binds `path` and starts serving `handler` there.
+    pub fn start(handler: Requests, path: &Path) -> Result<Control, StartError> {
         let io_err = |e| StartError::Io(path.to_path_buf(), e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -91,12 +95,11 @@ impl Control {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
             .map_err(io_err)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let service = Arc::new(FsService { fs, snapshots });
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fsd-control".into())
-                .spawn(move || accept_loop(&listener, &stop, &service))
+                .spawn(move || accept_loop(&listener, &stop, &handler))
                 .map_err(io_err)?
         };
         info!("control socket {} ready", path.display());
@@ -131,7 +134,21 @@ impl Drop for Control {
     }
 }
 
-fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsService>) {
+/// The requests of `fs` (whose device fsd was given as `device`) as the
+/// control socket and the FUSE ioctl path serve them.
+pub fn service(
+    fs: Arc<Fs>,
+    device: &Path,
+    snapshots: Arc<crate::snapshots::Snapshots>,
+) -> Requests {
+    Arc::new(FsService {
+        fs,
+        snapshots,
+        device: device.display().to_string(),
+    })
+}
+
+fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Requests) {
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             return;
@@ -142,7 +159,7 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsServi
                 let spawned = std::thread::Builder::new()
                     .name("fsd-control-conn".into())
                     .spawn(move || {
-                        let closed = serve_connection(stream, service.as_ref());
+                        let closed = serve_connection(stream, &*service);
                         debug!("control connection closed: {closed:?}");
                     });
                 if let Err(e) = spawned {
@@ -157,6 +174,8 @@ fn accept_loop(listener: &UnixListener, stop: &AtomicBool, service: &Arc<FsServi
 struct FsService {
     fs: Arc<Fs>,
     snapshots: Arc<crate::snapshots::Snapshots>,
+    /// The device as fsd was given it (GET_SUPER names it).
+    device: String,
 }
 
 /// The errno for an engine error.
@@ -271,34 +290,24 @@ impl Service for FsService {
 
     fn get_seg_summary(&self, _: &Peer, r: GetSegSummary) -> Result<SegSummary, i32> {
         let d = self.fs.segment_summary(r.segnum).map_err(|e| errno(&e))?;
-        let logs = d
-            .logs
-            .iter()
-            .map(|l| LogInfo {
-                block: l.block,
-                seq: l.summary.header.seq,
-                cno: l.summary.header.cno,
-                flags: l.summary.header.flags,
-                nblocks: l.summary.header.nblocks,
-                body_ok: u8::from(l.body_ok),
-                entries: l
-                    .summary
-                    .entries
-                    .iter()
-                    .map(|e| EntryInfo {
-                        ino: e.ino,
-                        offset: e.offset,
-                        vblock: e.vblock,
-                        kind: kind_code(e.kind),
-                    })
-                    .collect(),
-            })
-            .collect();
-        Ok(SegSummary {
-            segnum: d.segno,
-            start_block: d.start_block,
-            logs,
-            end: d.end,
+        Ok(seg_summary(&d))
+    }
+
+    fn get_super(&self, _: &Peer, _: GetSuper) -> Result<Super, i32> {
+        let b = self.fs.superblock_copies().map_err(|e| errno(&e))?;
+        let current = match b.decode().current_copy() {
+            None => SUPER_CURRENT_NONE,
+            Some(SbCopy::Primary) => SUPER_CURRENT_PRIMARY,
+            Some(SbCopy::Secondary) => SUPER_CURRENT_SECONDARY,
+        };
+        Ok(Super {
+            current,
+            device_bytes: b.device_bytes,
+            primary_offset: 0,
+            secondary_offset: b.secondary_offset,
+            device: self.device.clone(),
+            primary: b.primary,
+            secondary: b.secondary,
         })
     }
 
@@ -428,6 +437,26 @@ impl Service for FsService {
         Ok(Done)
     }
 
+    /// The freeze stays when the connection that asked for it closes (as
+    /// fsfreeze(8)): THAW, unmount or SIGTERM end it.
+    fn freeze(&self, peer: &Peer, _: Freeze) -> Result<Done, i32> {
+        let cno = self.fs.freeze().map_err(|e| errno(&e))?;
+        info!(
+            "FREEZE from uid {} (pid {}): frozen at checkpoint {cno}; changes wait for THAW",
+            peer.uid, peer.pid
+        );
+        Ok(Done)
+    }
+
+    fn thaw(&self, peer: &Peer, _: Thaw) -> Result<Done, i32> {
+        self.fs.thaw().map_err(|e| errno(&e))?;
+        info!(
+            "THAW from uid {} (pid {}): changes resume",
+            peer.uid, peer.pid
+        );
+        Ok(Done)
+    }
+
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         let updates: Vec<(u64, u64)> = r.items.iter().map(|u| (u.segnum, u.last_mod)).collect();
         self.fs
@@ -464,11 +493,80 @@ fn suinfo_flags(f: u32) -> u32 {
     out
 }
 
-/// The on-disk block kind code (lfs(5)): 1 data, 2–4 indirect, 5 xattr.
-fn kind_code(k: lfs::format::BlockKind) -> u8 {
-    match k {
-        lfs::format::BlockKind::Data => 1,
-        lfs::format::BlockKind::Indirect(l) => 1 + l,
-        lfs::format::BlockKind::Xattr => 5,
+/// Longest error text in a GET_SEG_SUMMARY reply, in bytes (the
+/// protocol's maximum, cut at a character boundary).
+fn error_text(e: &impl std::fmt::Display) -> String {
+    let mut s = e.to_string();
+    let mut end = s.len().min(LogInfo::MAX_ERROR_LEN);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s.truncate(end);
+    s
+}
+
+/// A segment's logs as GET_SEG_SUMMARY carries them: everything `fsctl
+/// dumpseg` prints from an unmounted device. A segment whose entries do
+/// not fit in a frame is cut after the last whole log that fits.
+fn seg_summary(d: &SegmentDump) -> SegSummary {
+    let mut logs = Vec::new();
+    let mut bytes = 0;
+    let mut end = error_text(&d.end);
+    for l in &d.logs {
+        let h = &l.summary.header;
+        let (super_root, sr_cno, sr_seq, sr_error) = match &l.super_root {
+            None => (SUPER_ROOT_NONE, 0, 0, String::new()),
+            Some(Ok(sr)) => (SUPER_ROOT_VALID, sr.cno, sr.seq, String::new()),
+            Some(Err(e)) => (SUPER_ROOT_DAMAGED, 0, 0, error_text(e)),
+        };
+        let log = LogInfo {
+            block: l.block,
+            seq: h.seq,
+            cno: h.cno,
+            ctime_ns: h.ctime_ns,
+            next_segment: h.next_segment,
+            flags: h.flags,
+            nblocks: h.nblocks,
+            nsummary_blocks: h.nsummary_blocks,
+            summary_crc: h.summary_crc,
+            body_crc: h.body_crc,
+            body_ok: u8::from(l.body_ok),
+            super_root,
+            sr_cno,
+            sr_seq,
+            body_error: l.body_error.as_ref().map(error_text).unwrap_or_default(),
+            sr_error,
+            entries: l
+                .summary
+                .entries
+                .iter()
+                .map(|e| EntryInfo {
+                    ino: e.ino,
+                    offset: e.offset,
+                    vblock: e.vblock,
+                    kind: e.kind.to_raw(),
+                })
+                .collect(),
+        };
+        let size = LogInfo::FIXED_SIZE
+            + log.body_error.len()
+            + log.sr_error.len()
+            + log.entries.len() * EntryInfo::SIZE;
+        if bytes + size > SEG_SUMMARY_REPLY_BYTES {
+            end = format!(
+                "the reply ends before the log at block {} (the frame limit)",
+                l.block
+            );
+            break;
+        }
+        bytes += size;
+        logs.push(log);
+    }
+    SegSummary {
+        segnum: d.segno,
+        start_block: d.start_block,
+        nblocks: d.nblocks,
+        logs,
+        end,
     }
 }

@@ -183,7 +183,8 @@ fn run(args: &Args) -> Result<(), Failure> {
     };
 
     let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
-    let control = match control::Control::start(Arc::clone(&fs), &socket, Arc::clone(&snapshots)) {
+    let service = control::service(Arc::clone(&fs), device, Arc::clone(&snapshots));
+    let control = match control::Control::start(Arc::clone(&service), &socket) {
         Ok(c) => c,
         Err(e) => {
             let code = match e {
@@ -196,7 +197,17 @@ fn run(args: &Args) -> Result<(), Failure> {
     };
 
     let settings = fuser_config(&flags, config.threads, device.display().to_string());
-    let adapter = fuse::Adapter::new(Arc::clone(&fs));
+    let deferred = match fuse::deferred::Deferred::start(config.threads) {
+        Ok(d) => Arc::new(d),
+        Err(e) => {
+            final_unmount(&fs, device)?;
+            return Err(fail(
+                Exit::Error,
+                anyhow!("starting the threads for changes made while frozen: {e}"),
+            ));
+        }
+    };
+    let adapter = fuse::Adapter::live(Arc::clone(&fs), Arc::clone(&deferred), service);
     let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
         Ok(s) => s,
         Err(e) => {
@@ -224,11 +235,16 @@ fn run(args: &Args) -> Result<(), Failure> {
         let current = Arc::clone(&current);
         Box::new(move || reload(&source, &overrides, &current, &fs, env_logging))
     };
+    let before_unmount = {
+        let fs = Arc::clone(&fs);
+        Box::new(move || thaw_to_stop(&fs, "stopping"))
+    };
     let targets = signals::Targets {
         unmounter: session.unmount_callable(),
         mountpoint: mountpoint.clone(),
         device_number,
         reload,
+        before_unmount,
     };
     let signal_thread = match signals.spawn(targets) {
         Ok(t) => t,
@@ -257,6 +273,10 @@ fn run(args: &Args) -> Result<(), Failure> {
     let served = session.run();
     signal_thread.stop();
     control.stop();
+    // The changes deferred by a freeze are answered before the final
+    // checkpoint (their replies go nowhere now, but what they did lands).
+    thaw_to_stop(&fs, "unmounted");
+    deferred.shutdown();
     snapshots.umount_all();
     if let Err(e) = &served {
         error!("the FUSE session ended with an error: {e}");
@@ -299,6 +319,15 @@ fn mount_failure(device: &Path, read_only: bool, e: lfs::Error) -> Failure {
             Exit::Error,
             anyhow!(e).context(format!("mounting the filesystem on {shown}")),
         ),
+    }
+}
+
+/// Thaws a frozen filesystem that fsd is about to stop serving: the
+/// changes waiting for the thaw go on, so the mount is no longer kept busy
+/// by them and the final checkpoint can be written.
+fn thaw_to_stop(fs: &Fs, why: &str) {
+    if fs.is_frozen() && fs.thaw().is_ok() {
+        warn!("{why} while frozen: thawed the filesystem so that waiting changes finish");
     }
 }
 

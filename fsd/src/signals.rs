@@ -9,6 +9,9 @@
 //!   or SIGINT does not wait: a forced unmount aborts the FUSE connection
 //!   (the remaining users get ENOTCONN) and a lazy one removes the mount;
 //!   the final checkpoint is still written.
+//!   A frozen filesystem is thawed first (with a log line): the changes
+//!   waiting for the thaw keep their files open, so the mount would stay
+//!   busy for as long as it is frozen.
 //! * SIGHUP: reload the configuration (the callback `main` passes).
 //!
 //! The signals are registered before the engine is mounted, so one that
@@ -62,6 +65,8 @@ pub struct Targets {
     pub device_number: Option<u64>,
     /// Rereads and applies the configuration.
     pub reload: Box<dyn FnMut() + Send>,
+    /// Called before each unmount attempt: thaws a frozen filesystem.
+    pub before_unmount: Box<dyn FnMut() + Send>,
 }
 
 impl std::fmt::Debug for Targets {
@@ -138,6 +143,7 @@ fn run(signals: &mut Signals, mut targets: Targets) {
                         name(signal),
                         targets.mountpoint.display()
                     );
+                    (targets.before_unmount)();
                     stage = first_unmount(&mut targets);
                     next_retry = Instant::now() + BUSY_RETRY;
                 }
@@ -161,6 +167,8 @@ fn run(signals: &mut Signals, mut targets: Targets) {
         }
         if stage == Stage::Busy && Instant::now() >= next_retry {
             next_retry = Instant::now() + BUSY_RETRY;
+            // A freeze that was in progress at the first attempt.
+            (targets.before_unmount)();
             match unmount_ours(&targets, MntFlags::empty()) {
                 Err(Errno::EBUSY) => {}
                 Ok(()) => {

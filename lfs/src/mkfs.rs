@@ -56,6 +56,13 @@ pub struct MkfsOptions {
     pub discard: bool,
 }
 
+/// The checksum seed for a filesystem whose uuid was chosen rather than
+/// drawn (`mkfs.lfs --uuid`): the crc32c of the uuid, so that the same
+/// options give the same image. Any seed is as good for checking.
+pub fn seed_for_uuid(uuid: &[u8; 16]) -> u32 {
+    crc32c::crc32c(uuid)
+}
+
 impl MkfsOptions {
     /// Defaults for everything but identity and time.
     pub fn new(uuid: [u8; 16], crc_seed: u32, now_secs: u64, now_nsec: u32) -> Self {

@@ -365,3 +365,26 @@ fn a_file_unlinked_while_open_lives_until_its_last_close() {
     drop(fs);
     mount(&dev).unmount().unwrap();
 }
+
+#[test]
+fn a_mounted_filesystem_reads_its_superblocks_as_an_unmounted_device_is_read() {
+    use lfs::inspect::{read_superblocks, SbCopy};
+    let dev = fresh(32 << 20);
+    let fs = mount(&dev);
+    fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    fs.sync().unwrap();
+    let bytes = fs.superblock_copies().unwrap();
+    assert_eq!(bytes.device_bytes, 32 << 20);
+    assert_eq!(bytes.secondary_offset, (32 << 20) - 4096);
+    let live = bytes.decode();
+    let here = read_superblocks(dev.as_ref()).unwrap();
+    assert_eq!(format!("{live:?}"), format!("{here:?}"));
+    assert!(live.current().is_some());
+    // A damaged copy decodes to the same error either way.
+    let mut bad = bytes.clone();
+    bad.primary[100] ^= 0xff;
+    let pair = bad.decode();
+    assert!(pair.primary.is_err());
+    assert_eq!(pair.current_copy(), Some(SbCopy::Secondary));
+    fs.unmount().unwrap();
+}

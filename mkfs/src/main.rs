@@ -68,6 +68,11 @@ struct Args {
     #[arg(short = 'L', long, value_name = "LABEL", default_value = "")]
     label: String,
 
+    /// Filesystem uuid (default: random); the checksum seed is then derived from it, so the same
+    /// options and SOURCE_DATE_EPOCH make the same image.
+    #[arg(short = 'U', long, value_name = "UUID", value_parser = uuid_arg)]
+    uuid: Option<[u8; 16]>,
+
     /// Create the image file, or extend it, to SIZE bytes (suffixes K, M, G, T, P).
     #[arg(short = 's', long, value_name = "SIZE", value_parser = lfs::units::parse_size)]
     size: Option<u64>,
@@ -263,7 +268,45 @@ fn plan_failure(shown: &str, e: lfs::Error) -> Failure {
     }
 }
 
-fn options(args: &Args) -> Result<MkfsOptions, Failure> {
+/// A `--uuid` value.
+fn uuid_arg(s: &str) -> Result<[u8; 16], String> {
+    format::parse_uuid(s).ok_or_else(|| {
+        format!("{s:?} is not a uuid (hex digits as 8-4-4-4-12, e.g. 2f1c4d9e-0b7a-4c55-9e31-6d0f8a2b7c44)")
+    })
+}
+
+/// The variable that fixes the creation time (reproducible-builds.org's
+/// convention), for images that must come out the same byte for byte.
+const SOURCE_DATE_EPOCH: &str = "SOURCE_DATE_EPOCH";
+
+/// The creation time: `SOURCE_DATE_EPOCH` seconds if set, else now.
+fn creation_time() -> Result<(u64, u32), Failure> {
+    match std::env::var(SOURCE_DATE_EPOCH) {
+        Ok(v) => v.trim().parse::<u64>().map(|s| (s, 0)).map_err(|_| {
+            fail(
+                Exit::Usage,
+                anyhow!("{SOURCE_DATE_EPOCH}={v:?} is not a number of seconds since 1970"),
+            )
+        }),
+        Err(std::env::VarError::NotUnicode(v)) => Err(fail(
+            Exit::Usage,
+            anyhow!("{SOURCE_DATE_EPOCH}={v:?} is not a number of seconds since 1970"),
+        )),
+        Err(std::env::VarError::NotPresent) => {
+            let now = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_err(|e| fail(Exit::Error, anyhow!("the clock is before 1970: {e}")))?;
+            Ok((now.as_secs(), now.subsec_nanos()))
+        }
+    }
+}
+
+/// The uuid and checksum seed: both random, or from `--uuid` a seed
+/// derived from it.
+fn identity(given: Option<[u8; 16]>) -> Result<([u8; 16], u32), Failure> {
+    if let Some(uuid) = given {
+        return Ok((uuid, lfs::mkfs::seed_for_uuid(&uuid)));
+    }
     let mut rnd = [0u8; 20];
     getrandom::getrandom(&mut rnd).map_err(|e| {
         fail(
@@ -276,11 +319,16 @@ fn options(args: &Args) -> Result<MkfsOptions, Failure> {
     // RFC 4122 version 4 (random) uuid.
     uuid[6] = (uuid[6] & 0x0f) | 0x40;
     uuid[8] = (uuid[8] & 0x3f) | 0x80;
-    let seed = u32::from_le_bytes([rnd[16], rnd[17], rnd[18], rnd[19]]);
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_err(|e| fail(Exit::Error, anyhow!("the clock is before 1970: {e}")))?;
-    let mut o = MkfsOptions::new(uuid, seed, now.as_secs(), now.subsec_nanos());
+    Ok((
+        uuid,
+        u32::from_le_bytes([rnd[16], rnd[17], rnd[18], rnd[19]]),
+    ))
+}
+
+fn options(args: &Args) -> Result<MkfsOptions, Failure> {
+    let (uuid, seed) = identity(args.uuid)?;
+    let (secs, nsec) = creation_time()?;
+    let mut o = MkfsOptions::new(uuid, seed, secs, nsec);
     o.block_size = args.block_size;
     o.blocks_per_segment = args.blocks_per_segment;
     o.reserved_percent = args.reserved_percent;

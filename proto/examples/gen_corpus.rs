@@ -38,13 +38,19 @@ fn seg_summary() -> SegSummary {
     SegSummary {
         segnum: 3,
         start_block: 6144,
+        nblocks: 2048,
         logs: vec![
             LogInfo {
                 block: 6144,
                 seq: 41,
                 cno: 7,
+                ctime_ns: 1_700_000_000_000_000_000,
+                next_segment: 3,
                 flags: 2,
                 nblocks: 3,
+                nsummary_blocks: 1,
+                summary_crc: 0x1234_5678,
+                body_crc: 0x9abc_def0,
                 body_ok: 1,
                 entries: vec![
                     EntryInfo {
@@ -60,15 +66,27 @@ fn seg_summary() -> SegSummary {
                         kind: 2,
                     },
                 ],
+                super_root: SUPER_ROOT_VALID,
+                sr_cno: 7,
+                sr_seq: 41,
+                ..LogInfo::default()
             },
             LogInfo {
                 block: 6147,
                 seq: 42,
                 cno: 8,
+                ctime_ns: 1_700_000_001_000_000_000,
+                next_segment: 3,
                 flags: 1,
                 nblocks: 2,
+                nsummary_blocks: 1,
+                summary_crc: 0x0bad_cafe,
+                body_crc: 0x0123_4567,
                 body_ok: 0,
-                entries: vec![],
+                super_root: SUPER_ROOT_DAMAGED,
+                body_error: "log body: checksum mismatch".to_string(),
+                sr_error: "super root: checksum mismatch".to_string(),
+                ..LogInfo::default()
             },
         ],
         end: "block 6149 is unwritten (all zeros)".to_string(),
@@ -173,6 +191,9 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             after: String::new(),
         },
     ));
+    requests.extend(req(17, &Freeze));
+    requests.extend(req(18, &Thaw));
+    requests.extend(req(19, &GetSuper));
 
     let mut replies = Vec::new();
     replies.extend(rep::<GetSustat>(
@@ -281,6 +302,20 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
     replies.extend(rep::<SetSuinfo>(13, &Done));
     replies.extend(rep::<MountCheckpoint>(14, &Done));
     replies.extend(rep::<UmountCheckpoint>(15, &Done));
+    replies.extend(rep::<Freeze>(17, &Done));
+    replies.extend(rep::<Thaw>(18, &Done));
+    replies.extend(rep::<GetSuper>(
+        19,
+        &Super {
+            current: SUPER_CURRENT_PRIMARY,
+            device_bytes: 1 << 28,
+            primary_offset: 0,
+            secondary_offset: (1 << 28) - 4096,
+            device: "/dev/vdb".to_string(),
+            primary: vec![0x4c; 512],
+            secondary: vec![0x46; 512],
+        },
+    ));
     replies.extend(rep::<GetDiff>(
         16,
         &DiffList {
@@ -375,8 +410,9 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             frame(Frame::request(0x1234_5678, 1, vec![])),
         ),
         (
-            "bad-code-reserved-freeze",
-            frame(Frame::request(codes::FREEZE, 1, vec![])),
+            // 'L' 0x9f without a direction: not assigned.
+            "bad-code-unassigned-l9f",
+            frame(Frame::request(0x0000_4c9f, 1, vec![])),
         ),
         ("bad-short-sustat-reply", short_sustat),
         ("bad-trailing-sync", trailing_sync),

@@ -27,14 +27,15 @@
 //! | `0xc0084c90` | GET_SEG_SUMMARY | RW | 0x90 | 8 | - |
 //! | `0x80004c91` | GET_STATS | R | 0x91 | 0 | - |
 //! | `0x80004c92` | GET_DF | R | 0x92 | 0 | - |
-//! | `0x00004c93` | FREEZE (reserved) | none | 0x93 | 0 | (FIFREEZE) |
-//! | `0x00004c94` | THAW (reserved) | none | 0x94 | 0 | (FITHAW) |
+//! | `0x00004c93` | FREEZE | none | 0x93 | 0 | (FIFREEZE) |
+//! | `0x00004c94` | THAW | none | 0x94 | 0 | (FITHAW) |
 //! | `0x400c4c95` | MOUNT_CHECKPOINT | W | 0x95 | 12 | - |
 //! | `0x40044c96` | UMOUNT_CHECKPOINT | W | 0x96 | 4 | - |
 //! | `0xc0144c97` | GET_DIFF | RW | 0x97 | 20 | - |
+//! | `0x80004c98` | GET_SUPER | R | 0x98 | 0 | - |
 //!
-//! Reserved codes are not served yet: the daemon answers them ENOTTY like
-//! any unknown code. FREEZE and THAW will carry nothing.
+//! Reserved codes (none at present; [`ALL`] marks them) are not served:
+//! the daemon answers them ENOTTY like any unknown code.
 
 /// The ioctl type byte of every lfs request.
 pub const IOC_TYPE: u8 = b'L';
@@ -86,9 +87,10 @@ pub const DELETE_CHECKPOINT: u32 = code!(write, 0x81, 8);
 /// Set segments' last-modified time [nilfs SET_SUINFO]: `msg::SetSuinfo`.
 /// Mutating.
 pub const SET_SUINFO: u32 = code!(write, 0x8d, 4);
-/// Reserved: suspend writes, with everything durable. Mutating.
+/// Suspend changes, with everything durable [Linux FIFREEZE]:
+/// `msg::Freeze`. Mutating.
 pub const FREEZE: u32 = code!(none, 0x93);
-/// Reserved: resume writes after FREEZE. Mutating.
+/// Resume changes after FREEZE [Linux FITHAW]: `msg::Thaw`. Mutating.
 pub const THAW: u32 = code!(none, 0x94);
 
 /// Mount a checkpoint read-only beside the live filesystem:
@@ -99,6 +101,16 @@ pub const UMOUNT_CHECKPOINT: u32 = code!(write, 0x96, 4);
 
 /// Paths changed between two checkpoints: `msg::GetDiff`.
 pub const GET_DIFF: u32 = code!(readwrite, 0x97, 20);
+/// Both superblock copies as the device holds them: `msg::GetSuper`.
+pub const GET_SUPER: u32 = code!(read, 0x98, 0);
+
+/// The requests fsd also takes as ioctl(2) on a file or directory of the
+/// mount. The kernel passes a FUSE daemon only restricted ioctls, which
+/// carry exactly the size in the number in (if the direction says write)
+/// and out (if read); the size of these numbers is the request's fixed
+/// part, so only requests that are all fixed part and have an empty reply
+/// fit.
+pub const IOCTL: &[u32] = &[CHANGE_CPMODE, DELETE_CHECKPOINT, FREEZE, THAW];
 
 /// What is known about one code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,11 +151,12 @@ pub const ALL: &[CodeInfo] = &[
     info(CHANGE_CPMODE, "CHANGE_CPMODE", true, true),
     info(DELETE_CHECKPOINT, "DELETE_CHECKPOINT", true, true),
     info(SET_SUINFO, "SET_SUINFO", true, true),
-    info(FREEZE, "FREEZE", true, false),
-    info(THAW, "THAW", true, false),
+    info(FREEZE, "FREEZE", true, true),
+    info(THAW, "THAW", true, true),
     info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
     info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
     info(GET_DIFF, "GET_DIFF", false, true),
+    info(GET_SUPER, "GET_SUPER", false, true),
 ];
 
 /// What this version knows about `code`.
@@ -190,6 +203,7 @@ mod tests {
             (MOUNT_CHECKPOINT, ioc(W, 0x95, 12), 0x400c_4c95),
             (UMOUNT_CHECKPOINT, ioc(W, 0x96, 4), 0x4004_4c96),
             (GET_DIFF, ioc(R | W, 0x97, 20), 0xc014_4c97),
+            (GET_SUPER, ioc(R, 0x98, 0), 0x8000_4c98),
         ];
         for (code, computed, literal) in expect {
             assert_eq!(code, computed, "{:?}", name(code));
@@ -217,6 +231,7 @@ mod tests {
         );
         assert_eq!(size(GET_STATS), GetStats.encode().len());
         assert_eq!(size(GET_DF), GetDf.encode().len());
+        assert_eq!(size(GET_SUPER), GetSuper.encode().len());
         assert_eq!(size(CHANGE_CPMODE), ChangeCpmode::default().encode().len());
         assert_eq!(
             size(DELETE_CHECKPOINT),
@@ -227,6 +242,8 @@ mod tests {
             CleanSegments::default().encode().len()
         );
         assert_eq!(size(SET_SUINFO), SetSuinfo::default().encode().len());
+        assert_eq!(size(FREEZE), Freeze.encode().len());
+        assert_eq!(size(THAW), Thaw.encode().len());
         assert_eq!(
             size(MOUNT_CHECKPOINT),
             MountCheckpoint::default().encode().len()
@@ -255,9 +272,33 @@ mod tests {
         assert_eq!(DeleteCheckpoint::CODE, DELETE_CHECKPOINT);
         assert_eq!(CleanSegments::CODE, CLEAN_SEGMENTS);
         assert_eq!(SetSuinfo::CODE, SET_SUINFO);
+        assert_eq!(Freeze::CODE, FREEZE);
+        assert_eq!(Thaw::CODE, THAW);
         assert_eq!(MountCheckpoint::CODE, MOUNT_CHECKPOINT);
         assert_eq!(UmountCheckpoint::CODE, UMOUNT_CHECKPOINT);
         assert_eq!(GetDiff::CODE, GET_DIFF);
+        assert_eq!(GetSuper::CODE, GET_SUPER);
+    }
+
+    #[test]
+    fn the_ioctl_requests_are_all_fixed_part_with_empty_replies() {
+        use crate::msg::*;
+        fn empty_reply<R: Request<Reply = Done>>(r: R) -> usize {
+            r.encode().len()
+        }
+        fn size(code: u32) -> usize {
+            ((code >> 16) & 0x3fff) as usize
+        }
+        let sizes = [
+            (CHANGE_CPMODE, empty_reply(ChangeCpmode::default())),
+            (DELETE_CHECKPOINT, empty_reply(DeleteCheckpoint::default())),
+            (FREEZE, empty_reply(Freeze)),
+            (THAW, empty_reply(Thaw)),
+        ];
+        assert_eq!(sizes.map(|(c, _)| c), IOCTL);
+        for (code, len) in sizes {
+            assert_eq!(size(code), len, "{:?}", name(code));
+        }
     }
 
     #[test]
@@ -293,10 +334,12 @@ mod tests {
                 "CHANGE_CPMODE",
                 "DELETE_CHECKPOINT",
                 "SET_SUINFO",
+                "FREEZE",
+                "THAW",
                 "MOUNT_CHECKPOINT",
                 "UMOUNT_CHECKPOINT"
             ]
         );
-        assert!(ALL.iter().filter(|i| !i.served).all(|i| i.mutating));
+        assert!(ALL.iter().all(|i| i.served), "no code is reserved now");
     }
 }

@@ -15,6 +15,9 @@
 //! the filesystem ([`server::is_mutating`]) are refused with EPERM unless
 //! the peer is root or the filesystem's owner.
 //!
+//! The requests in [`codes::IOCTL`] are also served as ioctl(2) on a file
+//! of the mount, the payload being the ioctl's argument.
+//!
 //! # Frames ([`frame`])
 //!
 //! A 32-byte header, all fields little-endian, then the payload:
@@ -62,6 +65,7 @@
 //! | SYNC | [`Sync`](msg::Sync) (4) | [`SyncReply`](msg::SyncReply) (8) |
 //! | GET_VINFO | [`GetVinfo`](msg::GetVinfo) (4 + 8 n) | [`VinfoList`](msg::VinfoList) (4 + 32 n) |
 //! | GET_SEG_SUMMARY | [`GetSegSummary`](msg::GetSegSummary) (8) | [`SegSummary`](msg::SegSummary) |
+//! | GET_SUPER | [`GetSuper`](msg::GetSuper) (0) | [`Super`](msg::Super) (44 + n) |
 //! | GET_STATS | [`GetStats`](msg::GetStats) (0) | [`Stats`](msg::Stats) |
 //! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (60) |
 //! | CHANGE_CPMODE | [`ChangeCpmode`](msg::ChangeCpmode) (16) | [`Done`](msg::Done) (0) |
@@ -71,9 +75,12 @@
 //! | MOUNT_CHECKPOINT | [`MountCheckpoint`](msg::MountCheckpoint) (12 + n) | [`Done`](msg::Done) (0) |
 //! | GET_DIFF | [`GetDiff`](msg::GetDiff) (24 + n) | [`DiffList`](msg::DiffList) |
 //! | UMOUNT_CHECKPOINT | [`UmountCheckpoint`](msg::UmountCheckpoint) (4 + n) | [`Done`](msg::Done) (0) |
+//! | FREEZE | [`Freeze`](msg::Freeze) (0) | [`Done`](msg::Done) (0) |
+//! | THAW | [`Thaw`](msg::Thaw) (0) | [`Done`](msg::Done) (0) |
 //!
 //! The byte layout of each is in the module docs of
-//! [`msg::segments`], [`msg::checkpoints`], [`msg::stats`] and [`msg::admin`].
+//! [`msg::segments`], [`msg::device`], [`msg::checkpoints`], [`msg::stats`]
+//! and [`msg::admin`].
 //!
 //! # Versioning
 //!

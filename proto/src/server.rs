@@ -32,9 +32,9 @@ use crate::codes::{self, info_of};
 use crate::frame::{read_frame, write_frame, Frame, FrameError, Kind, MAX_PAYLOAD};
 use crate::msg::{
     ChangeCpmode, CleanReply, CleanSegments, CpinfoList, Cpstat, DeleteCheckpoint, Df, DiffList,
-    Done, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat,
-    GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats, SuinfoList, Sustat,
-    Sync, SyncReply, UmountCheckpoint, VinfoList,
+    Done, Freeze, GetCpinfo, GetCpstat, GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo,
+    GetSuper, GetSustat, GetVinfo, Message, MountCheckpoint, Request, SegSummary, SetSuinfo, Stats,
+    SuinfoList, Super, Sustat, Sync, SyncReply, Thaw, UmountCheckpoint, VinfoList,
 };
 use crate::sock::NoSigPipe;
 
@@ -89,6 +89,8 @@ pub trait Service {
     fn get_vinfo(&self, peer: &Peer, req: GetVinfo) -> Result<VinfoList, i32>;
     /// GET_SEG_SUMMARY.
     fn get_seg_summary(&self, peer: &Peer, req: GetSegSummary) -> Result<SegSummary, i32>;
+    /// GET_SUPER.
+    fn get_super(&self, peer: &Peer, req: GetSuper) -> Result<Super, i32>;
     /// GET_STATS.
     fn get_stats(&self, peer: &Peer, req: GetStats) -> Result<Stats, i32>;
     /// GET_DF.
@@ -107,6 +109,10 @@ pub trait Service {
     fn get_diff(&self, peer: &Peer, req: GetDiff) -> Result<DiffList, i32>;
     /// UMOUNT_CHECKPOINT (mutating).
     fn umount_checkpoint(&self, peer: &Peer, req: UmountCheckpoint) -> Result<Done, i32>;
+    /// FREEZE (mutating).
+    fn freeze(&self, peer: &Peer, req: Freeze) -> Result<Done, i32>;
+    /// THAW (mutating).
+    fn thaw(&self, peer: &Peer, req: Thaw) -> Result<Done, i32>;
 }
 
 fn typed<R: Request>(
@@ -133,6 +139,7 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::SYNC => typed(payload, |r| service.sync(peer, r)),
         codes::GET_VINFO => typed(payload, |r| service.get_vinfo(peer, r)),
         codes::GET_SEG_SUMMARY => typed(payload, |r| service.get_seg_summary(peer, r)),
+        codes::GET_SUPER => typed(payload, |r| service.get_super(peer, r)),
         codes::GET_STATS => typed(payload, |r| service.get_stats(peer, r)),
         codes::GET_DF => typed(payload, |r| service.get_df(peer, r)),
         codes::CHANGE_CPMODE => typed(payload, |r| service.change_cpmode(peer, r)),
@@ -142,6 +149,8 @@ pub fn dispatch<S: Service + ?Sized>(
         codes::MOUNT_CHECKPOINT => typed(payload, |r| service.mount_checkpoint(peer, r)),
         codes::GET_DIFF => typed(payload, |r| service.get_diff(peer, r)),
         codes::UMOUNT_CHECKPOINT => typed(payload, |r| service.umount_checkpoint(peer, r)),
+        codes::FREEZE => typed(payload, |r| service.freeze(peer, r)),
+        codes::THAW => typed(payload, |r| service.thaw(peer, r)),
         _ => Err(Errno::ENOTTY as i32),
     }
 }

@@ -89,34 +89,72 @@ fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
         .collect()
 }
 
+/// What a target names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    /// A control socket: the target itself, or the socket of the lfs
+    /// mount holding it. Only a daemon can answer.
+    Socket(PathBuf),
+    /// A device, image file or NBD name outside any lfs mount, and the
+    /// socket an fsd serving it would have: if none answers there, the
+    /// device itself can still be read.
+    Device {
+        /// The device as given.
+        device: PathBuf,
+        /// The socket fsd names after it.
+        socket: PathBuf,
+    },
+}
+
+impl Resolved {
+    /// The control socket to try.
+    pub fn socket(&self) -> &Path {
+        match self {
+            Resolved::Socket(s) | Resolved::Device { socket: s, .. } => s,
+        }
+    }
+}
+
 /// The control socket for `target` (see the module doc).
 pub fn socket_for(target: Option<&Path>) -> Result<PathBuf, TargetError> {
+    resolve(target).map(|r| r.socket().to_path_buf())
+}
+
+/// What `target` names (see the module doc).
+pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
     let path = match target {
         Some(p) => p.to_path_buf(),
         None => {
             std::env::current_dir().map_err(io_error("finding the current directory".into()))?
         }
     };
+    let device = |path: PathBuf| {
+        let socket = default_socket_path(&path).map_err(TargetError::BadSocketPath)?;
+        Ok(Resolved::Device {
+            device: path,
+            socket,
+        })
+    };
     if is_nbd_name(&path) {
         // An NBD export names no file: the socket fsd names after it.
-        return default_socket_path(&path).map_err(TargetError::BadSocketPath);
+        return device(path);
     }
     let meta =
         std::fs::metadata(&path).map_err(io_error(format!("cannot use {}", path.display())))?;
     let ft = meta.file_type();
     if ft.is_socket() {
-        return Ok(path);
+        return Ok(Resolved::Socket(path));
     }
     let mount = mount_of(&path)?;
     if (ft.is_block_device() || ft.is_file()) && mount.is_none() {
         // A device or image, not a file inside an lfs mount: the socket
         // fsd names after it.
-        return default_socket_path(&path).map_err(TargetError::BadSocketPath);
+        return device(path);
     }
     match mount {
-        Some((_, source)) => {
-            default_socket_path(Path::new(live_source(&source))).map_err(TargetError::BadSocketPath)
-        }
+        Some((_, source)) => default_socket_path(Path::new(live_source(&source)))
+            .map(Resolved::Socket)
+            .map_err(TargetError::BadSocketPath),
         None => Err(TargetError::NotLfs(path)),
     }
 }
@@ -208,6 +246,17 @@ mod tests {
         assert_eq!(
             socket_for(Some(&img)).unwrap(),
             PathBuf::from("/run/lfs/lfs.img.sock")
+        );
+        assert_eq!(
+            resolve(Some(&sock)).unwrap(),
+            Resolved::Socket(sock.clone())
+        );
+        assert_eq!(
+            resolve(Some(&img)).unwrap(),
+            Resolved::Device {
+                device: img.clone(),
+                socket: PathBuf::from("/run/lfs/lfs.img.sock")
+            }
         );
         let e = socket_for(Some(&dir.path().join("missing"))).unwrap_err();
         assert!(e.to_string().contains("missing"), "{e}");

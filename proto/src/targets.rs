@@ -19,9 +19,9 @@
 use crate::codes;
 use crate::frame::{decode_frame, Frame, FrameError, Kind};
 use crate::msg::{
-    ChangeCpmode, CleanSegments, DecodeError, DeleteCheckpoint, GetCpinfo, GetCpstat, GetDf,
-    GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSustat, GetVinfo, Message, MountCheckpoint,
-    Request, SetSuinfo, Sync, UmountCheckpoint,
+    ChangeCpmode, CleanSegments, DecodeError, DeleteCheckpoint, Freeze, GetCpinfo, GetCpstat,
+    GetDf, GetDiff, GetSegSummary, GetStats, GetSuinfo, GetSuper, GetSustat, GetVinfo, Message,
+    MountCheckpoint, Request, SetSuinfo, Sync, Thaw, UmountCheckpoint,
 };
 
 /// What the target rejected.
@@ -114,6 +114,7 @@ pub fn payload(frame: &Frame) -> Result<(), TargetError> {
         codes::SYNC => payload_of::<Sync>(frame),
         codes::GET_VINFO => payload_of::<GetVinfo>(frame),
         codes::GET_SEG_SUMMARY => payload_of::<GetSegSummary>(frame),
+        codes::GET_SUPER => payload_of::<GetSuper>(frame),
         codes::GET_STATS => payload_of::<GetStats>(frame),
         codes::GET_DF => payload_of::<GetDf>(frame),
         codes::CHANGE_CPMODE => payload_of::<ChangeCpmode>(frame),
@@ -123,6 +124,8 @@ pub fn payload(frame: &Frame) -> Result<(), TargetError> {
         codes::GET_DIFF => payload_of::<GetDiff>(frame),
         codes::MOUNT_CHECKPOINT => payload_of::<MountCheckpoint>(frame),
         codes::UMOUNT_CHECKPOINT => payload_of::<UmountCheckpoint>(frame),
+        codes::FREEZE => payload_of::<Freeze>(frame),
+        codes::THAW => payload_of::<Thaw>(frame),
         other => Err(TargetError::UnknownCode(other)),
     }
 }
@@ -175,11 +178,14 @@ mod tests {
     }
 
     #[test]
-    fn reserved_codes_are_unknown() {
-        let f = Frame::request(codes::FREEZE, 1, vec![]).encode().unwrap();
+    fn unknown_codes_are_unknown() {
+        // 'L' 0x9f, no direction: not assigned.
+        let unknown = 0x0000_4c9f;
+        assert_eq!(codes::name(unknown), None);
+        let f = Frame::request(unknown, 1, vec![]).encode().unwrap();
         assert!(matches!(
             proto_frame(&f),
-            Err(TargetError::UnknownCode(c)) if c == codes::FREEZE
+            Err(TargetError::UnknownCode(c)) if c == unknown
         ));
     }
 }

@@ -111,9 +111,10 @@ fn huge_counts_in_payloads_allocate_nothing() {
 
     // Nested: a summary whose one log announces 65536 entries, and a
     // string length of 4 GiB.
-    let mut seg = vec![0u8; 16];
+    let mut seg = vec![0u8; 24];
     seg.extend_from_slice(&1u32.to_le_bytes());
-    seg.extend_from_slice(&[0; 31]);
+    // The log's fixed fields and two empty error strings.
+    seg.extend_from_slice(&[0; 76 + 4 + 4]);
     seg.extend_from_slice(&65536u32.to_le_bytes());
     let (r, peak) = measure(|| SegSummary::decode(&seg));
     assert!(matches!(

@@ -150,6 +150,23 @@ impl Service for Dummy {
     fn umount_checkpoint(&self, _: &Peer, _: UmountCheckpoint) -> Result<Done, i32> {
         Err(ENOENT)
     }
+    fn get_super(&self, _: &Peer, _: GetSuper) -> Result<Super, i32> {
+        Ok(Super {
+            current: SUPER_CURRENT_SECONDARY,
+            device_bytes: 1 << 20,
+            secondary_offset: (1 << 20) - 4096,
+            device: "dummy".into(),
+            primary: vec![1; 512],
+            secondary: vec![2; 512],
+            ..Super::default()
+        })
+    }
+    fn freeze(&self, _: &Peer, _: Freeze) -> Result<Done, i32> {
+        Ok(Done)
+    }
+    fn thaw(&self, _: &Peer, _: Thaw) -> Result<Done, i32> {
+        Err(EINVAL)
+    }
     fn set_suinfo(&self, _: &Peer, r: SetSuinfo) -> Result<Done, i32> {
         if r.items.iter().any(|u| u.segnum >= 1000) {
             return Err(EINVAL);
@@ -185,13 +202,18 @@ fn seg_summary(segnum: u64) -> SegSummary {
     SegSummary {
         segnum,
         start_block: segnum * 2048,
+        nblocks: 2048,
         logs: vec![LogInfo {
             block: segnum * 2048,
             seq: 5,
             cno: 3,
             flags: 1,
             nblocks: 4,
+            nsummary_blocks: 1,
             body_ok: 1,
+            super_root: SUPER_ROOT_VALID,
+            sr_cno: 3,
+            sr_seq: 5,
             entries: vec![
                 EntryInfo {
                     ino: 12,
@@ -206,6 +228,7 @@ fn seg_summary(segnum: u64) -> SegSummary {
                     kind: 1,
                 },
             ],
+            ..LogInfo::default()
         }],
         end: format!("block {} is unwritten (all zeros)", segnum * 2048 + 4),
     }
@@ -417,6 +440,13 @@ fn every_request_round_trips() {
         after: String::new(),
     };
     assert_eq!(c.call(&d).unwrap().items[0].path, "/p/3-4");
+    assert_eq!(c.call(&Freeze).unwrap(), Done);
+    let sup = c.call(&GetSuper).unwrap();
+    assert_eq!(
+        (sup.current, sup.device.as_str(), sup.secondary[0]),
+        (SUPER_CURRENT_SECONDARY, "dummy", 2)
+    );
+    assert_eq!(c.call(&Thaw).unwrap_err().errno(), Some(EINVAL));
 }
 
 #[test]

@@ -7,8 +7,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod golden;
 pub mod help;
 pub mod qemu_nbd;
+pub mod rng;
 pub mod roff;
 mod run;
 

@@ -270,3 +270,52 @@ fn fsck_passes_a_fresh_image_and_reports_a_damaged_one() {
     // The flip breaks the only checkpoint's log checksum.
     assert!(o.stdout.contains("no valid checkpoint"), "{o}");
 }
+
+#[test]
+fn uuid_and_source_date_epoch_fix_the_identity_and_time() {
+    let d = temp_dir();
+    let uuid = "0123abcd-4567-89ef-0123-456789abcdef";
+    let o = run(
+        Command::new(built_binary("mkfs-lfs"))
+            .args(["-q", "-B", "64", "--size", "8M", "-U", uuid, "a.img"])
+            .env("SOURCE_DATE_EPOCH", "951782400")
+            .current_dir(d.path()),
+        T,
+    );
+    o.assert_success();
+    let v = super_json("a.img", d.path());
+    assert_eq!(v["superblock"]["uuid"], uuid);
+    assert_eq!(v["superblock"]["ctime"], 951_782_400);
+    let o = fsctl(&["super", "a.img"], d.path()).assert_success();
+    assert!(
+        o.stdout
+            .contains("created             2000-02-29 00:00:00 UTC"),
+        "{o}"
+    );
+    // Another uuid, another seed.
+    mkfs(&["-q", "-B", "64", "--size", "8M", "b.img"], d.path()).assert_success();
+    assert_ne!(
+        super_json("b.img", d.path())["superblock"]["crc_seed"],
+        v["superblock"]["crc_seed"]
+    );
+    for bad in ["x", "-1", "1e9"] {
+        let o = run(
+            Command::new(built_binary("mkfs-lfs"))
+                .args(["--size", "8M", "-B", "64", "c.img"])
+                .env("SOURCE_DATE_EPOCH", bad)
+                .current_dir(d.path()),
+            T,
+        );
+        assert_eq!(code(&o), Some(2), "{o}");
+        assert!(o.stderr.contains("SOURCE_DATE_EPOCH"), "{o}");
+    }
+    for bad in [
+        "0123abcd-4567-89ef-0123-456789abcde",
+        "zz23abcd-4567-89ef-0123-456789abcdef",
+    ] {
+        let o = mkfs(&["--size", "8M", "-U", bad, "c.img"], d.path());
+        assert_eq!(code(&o), Some(2), "{o}");
+        assert!(o.stderr.contains("not a uuid"), "{o}");
+    }
+    assert!(!d.path().join("c.img").exists());
+}

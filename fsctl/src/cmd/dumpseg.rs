@@ -1,21 +1,151 @@
-//! `fsctl dumpseg DEVICE SEGNUM`: every log in a segment with its header,
-//! flags, sequence number, checksum status and block entries.
+//! `fsctl dumpseg [TARGET] SEGNUM`: every log in a segment with its
+//! header, flags, sequence number, checksum status and block entries,
+//! through the fsd serving the target or from the device (`source`).
+//!
+//! Both ways fill the same [`Segment`], which alone is printed, so the
+//! output cannot differ by where it came from.
 
 use std::path::Path;
 
-use anyhow::Result;
-use lfs::format::{LogHeader, LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT};
-use lfs::inspect::{dump_segment, LogDump};
+use anyhow::{Context, Result};
+use lfs::format::{BlockKind, LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT};
+use lfs::inspect::{check_segment, dump_segment, SegmentDump};
+use lfs_proto::msg::{GetSegSummary, SegSummary, SUPER_ROOT_DAMAGED, SUPER_ROOT_VALID};
 use serde_json::{json, Value};
 
-use super::{current_superblock, open_read_only};
+use super::source::Source;
 use crate::Exit;
 
+/// A segment as printed.
+struct Segment {
+    segno: u64,
+    start_block: u64,
+    nblocks: u64,
+    logs: Vec<Log>,
+    end: String,
+}
+
+/// One log as printed.
+struct Log {
+    block: u64,
+    nblocks: u32,
+    nsummary_blocks: u32,
+    flags: u16,
+    seq: u64,
+    cno: u64,
+    ctime_ns: u64,
+    next_segment: u64,
+    summary_crc: u32,
+    body_crc: u32,
+    body_ok: bool,
+    body_error: Option<String>,
+    /// None without a super root; its (checkpoint, sequence) or why it
+    /// does not verify.
+    super_root: Option<Result<(u64, u64), String>>,
+    /// (inode, offset, virtual block, kind name).
+    entries: Vec<(u64, u64, u64, &'static str)>,
+}
+
+impl Segment {
+    fn from_device(d: &SegmentDump) -> Segment {
+        let logs = d
+            .logs
+            .iter()
+            .map(|l| {
+                let h = &l.summary.header;
+                Log {
+                    block: l.block,
+                    nblocks: h.nblocks,
+                    nsummary_blocks: h.nsummary_blocks,
+                    flags: h.flags,
+                    seq: h.seq,
+                    cno: h.cno,
+                    ctime_ns: h.ctime_ns,
+                    next_segment: h.next_segment,
+                    summary_crc: h.summary_crc,
+                    body_crc: h.body_crc,
+                    body_ok: l.body_ok,
+                    body_error: l.body_error.as_ref().map(|e| e.to_string()),
+                    super_root: l.super_root.as_ref().map(|r| match r {
+                        Ok(sr) => Ok((sr.cno, sr.seq)),
+                        Err(e) => Err(e.to_string()),
+                    }),
+                    entries: l
+                        .summary
+                        .entries
+                        .iter()
+                        .map(|e| (e.ino, e.offset, e.vblock, e.kind.name()))
+                        .collect(),
+                }
+            })
+            .collect();
+        Segment {
+            segno: d.segno,
+            start_block: d.start_block,
+            nblocks: d.nblocks,
+            logs,
+            end: d.end.clone(),
+        }
+    }
+
+    fn from_daemon(s: SegSummary) -> Segment {
+        let logs = s
+            .logs
+            .into_iter()
+            .map(|l| Log {
+                block: l.block,
+                nblocks: l.nblocks,
+                nsummary_blocks: l.nsummary_blocks,
+                flags: l.flags,
+                seq: l.seq,
+                cno: l.cno,
+                ctime_ns: l.ctime_ns,
+                next_segment: l.next_segment,
+                summary_crc: l.summary_crc,
+                body_crc: l.body_crc,
+                body_ok: l.body_ok != 0,
+                body_error: Some(l.body_error).filter(|e| !e.is_empty()),
+                super_root: match l.super_root {
+                    SUPER_ROOT_VALID => Some(Ok((l.sr_cno, l.sr_seq))),
+                    SUPER_ROOT_DAMAGED => Some(Err(l.sr_error)),
+                    _ => None,
+                },
+                entries: l
+                    .entries
+                    .iter()
+                    .map(|e| {
+                        let kind = BlockKind::from_raw(e.kind).map_or("unknown", BlockKind::name);
+                        (e.ino, e.offset, e.vblock, kind)
+                    })
+                    .collect(),
+            })
+            .collect();
+        Segment {
+            segno: s.segnum,
+            start_block: s.start_block,
+            nblocks: s.nblocks,
+            logs,
+            end: s.end,
+        }
+    }
+}
+
 /// Runs the command.
-pub fn run(path: &Path, segnum: u64, as_json: bool) -> Result<Exit> {
-    let dev = open_read_only(path)?;
-    let (_, sb) = current_superblock(&*dev, path)?;
-    let seg = dump_segment(&*dev, &sb, segnum)?;
+pub fn run(target: Option<&Path>, segnum: u64, as_json: bool) -> Result<Exit> {
+    let mut source = Source::open(target)?;
+    let device = source.device_name();
+    let (_, _, sb) = source.superblocks()?;
+    check_segment(&sb, segnum)?;
+    let seg = match &mut source {
+        Source::Offline { dev, .. } => {
+            Segment::from_device(&dump_segment(dev.as_ref(), &sb, segnum)?)
+        }
+        Source::Live { client, .. } => Segment::from_daemon(
+            client
+                .call(&GetSegSummary { segnum })
+                .context("reading the segment through fsd (GET_SEG_SUMMARY)")?,
+        ),
+    };
     let damaged = seg
         .logs
         .iter()
@@ -23,7 +153,7 @@ pub fn run(path: &Path, segnum: u64, as_json: bool) -> Result<Exit> {
     if as_json {
         let logs: Vec<Value> = seg.logs.iter().map(log_json).collect();
         let v = json!({
-            "device": path.display().to_string(),
+            "device": device,
             "segment": seg.segno,
             "start_block": seg.start_block,
             "blocks": seg.nblocks,
@@ -47,36 +177,34 @@ pub fn run(path: &Path, segnum: u64, as_json: bool) -> Result<Exit> {
     Ok(if damaged { Exit::Damaged } else { Exit::Ok })
 }
 
-fn flag_names(h: &LogHeader) -> Vec<&'static str> {
+fn flag_names(flags: u16) -> Vec<&'static str> {
     [
         (LOG_FLAG_SUPER_ROOT, "super-root"),
         (LOG_FLAG_DATA_SYNC, "data-sync"),
         (LOG_FLAG_GC, "gc"),
     ]
     .iter()
-    .filter(|(f, _)| h.flags & f != 0)
+    .filter(|(f, _)| flags & f != 0)
     .map(|(_, n)| *n)
     .collect()
 }
 
-/// "ok" or the error, for checksum lines.
-fn status(err: Option<String>) -> String {
-    err.unwrap_or_else(|| "ok".into())
-}
-
-fn print_log(l: &LogDump) {
-    let h = &l.summary.header;
-    let flags = flag_names(h);
+fn print_log(l: &Log) {
+    let flags = flag_names(l.flags);
     println!(
         "log at block {}: {} blocks ({} summary, {} entries{}), sequence {}, checkpoint {}, next segment {}",
         l.block,
-        h.nblocks,
-        h.nsummary_blocks,
-        h.nentries,
-        if h.has_super_root() { ", super root" } else { "" },
-        h.seq,
-        h.cno,
-        h.next_segment
+        l.nblocks,
+        l.nsummary_blocks,
+        l.entries.len(),
+        if l.flags & LOG_FLAG_SUPER_ROOT != 0 {
+            ", super root"
+        } else {
+            ""
+        },
+        l.seq,
+        l.cno,
+        l.next_segment
     );
     println!(
         "  flags {}; summary crc {:#010x} ok; body crc {:#010x} {}",
@@ -85,67 +213,54 @@ fn print_log(l: &LogDump) {
         } else {
             flags.join(",")
         },
-        h.summary_crc,
-        h.body_crc,
-        status(l.body_error.as_ref().map(|e| e.to_string()))
+        l.summary_crc,
+        l.body_crc,
+        l.body_error.as_deref().unwrap_or("ok")
     );
-    let first = l.block + u64::from(h.nsummary_blocks);
-    for (i, e) in l.summary.entries.iter().enumerate() {
+    let first = l.block + u64::from(l.nsummary_blocks);
+    for (i, (ino, offset, vblock, kind)) in l.entries.iter().enumerate() {
         println!(
-            "  block {:>10}  ino {:>8}  offset {:>10}  vblock {:>10}  {}",
+            "  block {:>10}  ino {ino:>8}  offset {offset:>10}  vblock {vblock:>10}  {kind}",
             first + i as u64,
-            e.ino,
-            e.offset,
-            e.vblock,
-            e.kind.name()
         );
     }
-    if let Some(sr) = &l.super_root {
-        match sr {
-            Ok(sr) => println!(
-                "  super root at block {}: checkpoint {}, ok",
-                l.block + u64::from(h.nblocks) - 1,
-                sr.cno
-            ),
-            Err(e) => println!(
-                "  super root at block {}: BAD: {e}",
-                l.block + u64::from(h.nblocks) - 1
-            ),
-        }
+    let sr_block = l.block + u64::from(l.nblocks) - 1;
+    match &l.super_root {
+        Some(Ok((cno, _))) => println!("  super root at block {sr_block}: checkpoint {cno}, ok"),
+        Some(Err(e)) => println!("  super root at block {sr_block}: BAD: {e}"),
+        None => {}
     }
 }
 
-fn log_json(l: &LogDump) -> Value {
-    let h = &l.summary.header;
-    let first = l.block + u64::from(h.nsummary_blocks);
+fn log_json(l: &Log) -> Value {
+    let first = l.block + u64::from(l.nsummary_blocks);
     let entries: Vec<Value> = l
-        .summary
         .entries
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            json!({"block": first + i as u64, "ino": e.ino, "offset": e.offset,
-                   "vblock": e.vblock, "kind": e.kind.name()})
+        .map(|(i, (ino, offset, vblock, kind))| {
+            json!({"block": first + i as u64, "ino": ino, "offset": offset,
+                   "vblock": vblock, "kind": kind})
         })
         .collect();
     json!({
         "block": l.block,
-        "nblocks": h.nblocks,
-        "nsummary_blocks": h.nsummary_blocks,
-        "nentries": h.nentries,
-        "flags": flag_names(h),
-        "seq": h.seq,
-        "cno": h.cno,
-        "ctime_ns": h.ctime_ns,
-        "next_segment": h.next_segment,
-        "summary_crc": h.summary_crc,
+        "nblocks": l.nblocks,
+        "nsummary_blocks": l.nsummary_blocks,
+        "nentries": l.entries.len(),
+        "flags": flag_names(l.flags),
+        "seq": l.seq,
+        "cno": l.cno,
+        "ctime_ns": l.ctime_ns,
+        "next_segment": l.next_segment,
+        "summary_crc": l.summary_crc,
         "summary_ok": true,
-        "body_crc": h.body_crc,
+        "body_crc": l.body_crc,
         "body_ok": l.body_ok,
-        "body_error": l.body_error.as_ref().map(|e| e.to_string()),
+        "body_error": l.body_error,
         "super_root": l.super_root.as_ref().map(|r| match r {
-            Ok(sr) => json!({"ok": true, "cno": sr.cno, "seq": sr.seq}),
-            Err(e) => json!({"ok": false, "error": e.to_string()}),
+            Ok((cno, seq)) => json!({"ok": true, "cno": cno, "seq": seq}),
+            Err(e) => json!({"ok": false, "error": e}),
         }),
         "entries": entries,
     })

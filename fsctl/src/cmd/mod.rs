@@ -3,8 +3,10 @@
 pub mod checkpoints;
 pub mod clean;
 pub mod dumpseg;
+pub mod freeze;
 pub mod fsck;
 pub mod online;
+pub mod source;
 pub mod superblock;
 
 use std::path::Path;
@@ -12,12 +14,11 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
 use lfs::blockdev::{open_device, BlockDevice, OpenOptions};
-use lfs::format::Superblock;
-use lfs::inspect::{read_superblocks, SuperblockPair};
+use lfs::inspect::SuperblockPair;
 
-/// Opens an unmounted device (a path or an NBD name) read-only (no lock:
-/// inspecting a device that fsd has open is allowed, though what is read
-/// may be changing).
+/// Opens a device (a path or an NBD name) read-only (no lock: inspecting
+/// a device that fsd has open is allowed, though what is read may be
+/// changing; `super` and `dumpseg` ask fsd instead, see `source`).
 pub fn open_read_only(path: &Path) -> Result<Arc<dyn BlockDevice>> {
     Ok(open_device(
         path,
@@ -29,25 +30,14 @@ pub fn open_read_only(path: &Path) -> Result<Arc<dyn BlockDevice>> {
     )?)
 }
 
-/// Reads the superblock pair and returns it with the current copy, or an
-/// error naming the device and both reasons.
-pub fn current_superblock(
-    dev: &dyn BlockDevice,
-    name: &Path,
-) -> Result<(SuperblockPair, Superblock)> {
-    let pair = read_superblocks(dev)?;
-    match pair.current() {
-        Some(sb) => {
-            let sb = sb.clone();
-            Ok((pair, sb))
-        }
-        None => Err(anyhow!(
-            "{}: no valid lfs superblock (primary: {}; secondary: {})",
-            name.display(),
-            reason(&pair.primary),
-            reason(&pair.secondary)
-        )),
-    }
+/// The error for a device with no valid superblock: its name and why
+/// each copy is bad.
+pub fn no_valid_superblock(name: &str, pair: &SuperblockPair) -> anyhow::Error {
+    anyhow!(
+        "{name}: no valid lfs superblock (primary: {}; secondary: {})",
+        reason(&pair.primary),
+        reason(&pair.secondary)
+    )
 }
 
 /// "valid" or the decode error.

@@ -1,5 +1,7 @@
-//! `fsctl super DEVICE`: both superblocks, which is current, geometry and
-//! state. A bad copy is named with its error and the other one is shown.
+//! `fsctl super [TARGET]`: both superblocks, which is current, geometry
+//! and state, through the fsd serving the target or from the device
+//! (`source`). A bad copy is named with its error and the other one is
+//! shown.
 
 use std::path::Path;
 
@@ -9,14 +11,15 @@ use lfs::inspect::SbCopy;
 use lfs::mkfs::human_bytes;
 use serde_json::{json, Value};
 
-use super::{current_superblock, open_read_only, reason, utc};
+use super::source::Source;
+use super::{reason, utc};
 use crate::Exit;
 
 /// Runs the command.
-pub fn run(path: &Path, as_json: bool) -> Result<Exit> {
-    let dev = open_read_only(path)?;
-    let (pair, sb) = current_superblock(&*dev, path)?;
-    let current = pair.current_copy();
+pub fn run(target: Option<&Path>, as_json: bool) -> Result<Exit> {
+    let source = Source::open(target)?;
+    let device = source.device_name();
+    let (pair, current, sb) = source.superblocks()?;
     let both_ok = pair.primary.is_ok() && pair.secondary.is_ok();
     let copies = [
         (SbCopy::Primary, Some(0), &pair.primary),
@@ -28,14 +31,14 @@ pub fn run(path: &Path, as_json: bool) -> Result<Exit> {
             .map(|(c, off, r)| copy_json(*c, *off, r, current == Some(*c)))
             .collect();
         let v = json!({
-            "device": path.display().to_string(),
+            "device": device,
             "copies": copies,
             "current": current.map(SbCopy::name),
             "superblock": sb_json(&sb),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        println!("device {}", path.display());
+        println!("device {device}");
         for (c, off, r) in &copies {
             let at = off.map_or("unknown offset".to_string(), |o| format!("byte {o}"));
             let mark = if current == Some(*c) {
@@ -61,8 +64,7 @@ pub fn run(path: &Path, as_json: bool) -> Result<Exit> {
             "secondary"
         };
         eprintln!(
-            "fsctl: {}: the {bad} superblock is damaged ({}); the other copy was used",
-            path.display(),
+            "fsctl: {device}: the {bad} superblock is damaged ({}); the other copy was used",
             if pair.primary.is_err() {
                 reason(&pair.primary)
             } else {

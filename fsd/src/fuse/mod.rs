@@ -13,12 +13,16 @@
 //! * FUSE's root node id is the engine's root inode (checked below), so
 //!   inode numbers pass through unchanged.
 //! * No lock is held while replying: the adapter has no locks.
+//! * No request thread waits for a thaw: while the filesystem is frozen,
+//!   a request that changes it goes to the workers of [`deferred`] with
+//!   its reply, and the request threads go on serving reads.
 //! * Attribute and entry replies are cached by the kernel for [`TTL`].
 //!   Only this mount changes the filesystem, so a short TTL costs little
 //!   and bounds how stale `stat` can be after a hard link or rename
 //!   changes another name's view of an inode.
 
 mod convert;
+pub mod deferred;
 
 use std::ffi::OsStr;
 use std::io;
@@ -29,18 +33,22 @@ use std::time::{Duration, SystemTime};
 
 use fuser::{
     AccessFlags, BsdFileFlags, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use lfs::fs::{Attr, Fs, SetAttr};
 use log::{debug, info};
+
+use lfs_proto::codes;
+use lfs_proto::server::Peer;
 
 use crate::errno::{engine_error, Errno};
 use convert::{
     file_attr, fopen_flags, kind_of_entry, mode_permits, name_list, time_set, xattr_answer,
     XattrAnswer, PERM_MASK,
 };
+use deferred::Deferred;
 
 /// How long the kernel may cache attributes and directory entries.
 pub const TTL: Duration = Duration::from_secs(1);
@@ -71,20 +79,73 @@ type Reply<T> = Result<T, fuser::Errno>;
 
 /// The [`Filesystem`] fuser drives: one per mount, shared by all request
 /// threads.
-#[derive(Debug)]
 pub struct Adapter {
+    inner: Arc<Inner>,
+    /// Where changes go while the filesystem is frozen (none for a
+    /// read-only view, which is never frozen).
+    deferred: Option<Arc<Deferred>>,
+    /// The control requests, for those that come as ioctl(2) (none for a
+    /// view).
+    control: Option<crate::control::Requests>,
+}
+
+impl std::fmt::Debug for Adapter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Adapter")
+            .field("inner", &self.inner)
+            .field("deferred", &self.deferred)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a request needs, shared with the deferred workers.
+#[derive(Debug)]
+struct Inner {
     fs: Arc<Fs>,
     /// `st_blksize` for every inode: the filesystem block size.
     block_size: u32,
 }
 
 impl Adapter {
-    /// An adapter serving `fs`.
+    /// An adapter serving `fs`, which is never frozen (a read-only view).
     pub fn new(fs: Arc<Fs>) -> Adapter {
         let block_size = fs.block_size();
-        Adapter { fs, block_size }
+        Adapter {
+            inner: Arc::new(Inner { fs, block_size }),
+            deferred: None,
+            control: None,
+        }
     }
 
+    /// An adapter serving the live `fs`, whose changes go to `deferred`
+    /// while it is frozen, and which takes `control`'s requests that fit
+    /// ioctl(2) ([`codes::IOCTL`]) on its files too.
+    pub fn live(
+        fs: Arc<Fs>,
+        deferred: Arc<Deferred>,
+        control: crate::control::Requests,
+    ) -> Adapter {
+        Adapter {
+            deferred: Some(deferred),
+            control: Some(control),
+            ..Adapter::new(fs)
+        }
+    }
+
+    /// Runs a change now or, while the filesystem is frozen, on a
+    /// deferred worker (which waits for the thaw).
+    fn change(&self, job: impl FnOnce(&Inner) + Send + 'static) {
+        match &self.deferred {
+            Some(d) if self.inner.fs.is_frozen() => {
+                let inner = self.inner.clone();
+                d.push(Box::new(move || job(&inner)));
+            }
+            _ => job(&self.inner),
+        }
+    }
+}
+
+impl Inner {
     /// The engine's attributes as the kernel wants them.
     fn attr(&self, a: &Attr) -> Reply<FileAttr> {
         file_attr(a, self.block_size).ok_or_else(|| {
@@ -117,6 +178,14 @@ impl Adapter {
 /// Maps an engine error and logs it.
 fn fail(op: &str, ino: u64, err: &lfs::Error) -> fuser::Errno {
     engine_error(op, ino, err).to_fuse()
+}
+
+/// Replies with the bytes written or the engine's error.
+fn written(reply: ReplyWrite, ino: u64, res: lfs::Result<u32>) {
+    match res {
+        Ok(n) => reply.written(n),
+        Err(e) => reply.error(fail("write", ino, &e)),
+    }
 }
 
 /// Replies `Ok(())` or the engine's error.
@@ -155,11 +224,11 @@ impl Filesystem for Adapter {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.entry(
+        self.inner.entry(
             reply,
             "lookup",
             parent.0,
-            self.fs.lookup(parent.0, name.as_bytes()),
+            self.inner.fs.lookup(parent.0, name.as_bytes()),
         );
     }
 
@@ -168,7 +237,7 @@ impl Filesystem for Adapter {
     fn forget(&self, _req: &Request, _ino: INodeNo, _nlookup: u64) {}
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.getattr_of("getattr", ino.0) {
+        match self.inner.getattr_of("getattr", ino.0) {
             Ok((attr, _)) => reply.attr(&TTL, &attr),
             Err(e) => reply.error(e),
         }
@@ -203,19 +272,21 @@ impl Filesystem for Adapter {
             mtime: mtime.map(time_set),
             ctime,
         };
-        match self
-            .fs
-            .setattr(ino.0, &set)
-            .map_err(|e| fail("setattr", ino.0, &e))
-            .and_then(|a| self.attr(&a))
-        {
-            Ok(attr) => reply.attr(&TTL, &attr),
-            Err(e) => reply.error(e),
-        }
+        self.change(move |s| {
+            match s
+                .fs
+                .setattr(ino.0, &set)
+                .map_err(|e| fail("setattr", ino.0, &e))
+                .and_then(|a| s.attr(&a))
+            {
+                Ok(attr) => reply.attr(&TTL, &attr),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
-        match self.fs.readlink(ino.0) {
+        match self.inner.fs.readlink(ino.0) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(fail("readlink", ino.0, &e)),
         }
@@ -233,10 +304,11 @@ impl Filesystem for Adapter {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let res = self
-            .fs
-            .create(parent.0, name.as_bytes(), mode, rdev, req.uid(), req.gid());
-        self.entry(reply, "mknod", parent.0, res);
+        let (name, uid, gid) = (name.to_owned(), req.uid(), req.gid());
+        self.change(move |s| {
+            let res = s.fs.create(parent.0, name.as_bytes(), mode, rdev, uid, gid);
+            s.entry(reply, "mknod", parent.0, res);
+        });
     }
 
     fn mkdir(
@@ -248,32 +320,28 @@ impl Filesystem for Adapter {
         _umask: u32,
         reply: ReplyEntry,
     ) {
-        let res = self.fs.mkdir(
-            parent.0,
-            name.as_bytes(),
-            mode & PERM_MASK,
-            req.uid(),
-            req.gid(),
-        );
-        self.entry(reply, "mkdir", parent.0, res);
+        let (name, uid, gid) = (name.to_owned(), req.uid(), req.gid());
+        self.change(move |s| {
+            let res =
+                s.fs.mkdir(parent.0, name.as_bytes(), mode & PERM_MASK, uid, gid);
+            s.entry(reply, "mkdir", parent.0, res);
+        });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(
-            reply,
-            "unlink",
-            parent.0,
-            self.fs.unlink(parent.0, name.as_bytes()),
-        );
+        let name = name.to_owned();
+        self.change(move |s| {
+            let res = s.fs.unlink(parent.0, name.as_bytes());
+            empty(reply, "unlink", parent.0, res);
+        });
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        empty(
-            reply,
-            "rmdir",
-            parent.0,
-            self.fs.rmdir(parent.0, name.as_bytes()),
-        );
+        let name = name.to_owned();
+        self.change(move |s| {
+            let res = s.fs.rmdir(parent.0, name.as_bytes());
+            empty(reply, "rmdir", parent.0, res);
+        });
     }
 
     fn symlink(
@@ -284,14 +352,13 @@ impl Filesystem for Adapter {
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let res = self.fs.symlink(
-            parent.0,
-            link_name.as_bytes(),
-            target.as_os_str().as_bytes(),
-            req.uid(),
-            req.gid(),
-        );
-        self.entry(reply, "symlink", parent.0, res);
+        let (name, target) = (link_name.to_owned(), target.to_owned());
+        let (uid, gid) = (req.uid(), req.gid());
+        self.change(move |s| {
+            let target = target.as_os_str().as_bytes();
+            let res = s.fs.symlink(parent.0, name.as_bytes(), target, uid, gid);
+            s.entry(reply, "symlink", parent.0, res);
+        });
     }
 
     fn rename(
@@ -314,14 +381,17 @@ impl Filesystem for Adapter {
             noreplace: flags.contains(RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(RenameFlags::RENAME_EXCHANGE),
         };
-        let res = self.fs.rename(
-            parent.0,
-            name.as_bytes(),
-            newparent.0,
-            newname.as_bytes(),
-            flags,
-        );
-        empty(reply, "rename", parent.0, res);
+        let (name, newname) = (name.to_owned(), newname.to_owned());
+        self.change(move |s| {
+            let res = s.fs.rename(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                flags,
+            );
+            empty(reply, "rename", parent.0, res);
+        });
     }
 
     fn link(
@@ -332,13 +402,16 @@ impl Filesystem for Adapter {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let res = self.fs.link(ino.0, newparent.0, newname.as_bytes());
-        self.entry(reply, "link", ino.0, res);
+        let newname = newname.to_owned();
+        self.change(move |s| {
+            let res = s.fs.link(ino.0, newparent.0, newname.as_bytes());
+            s.entry(reply, "link", ino.0, res);
+        });
     }
 
     /// Counted, so that a file unlinked while open lives until release.
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.open(ino.0) {
+        match self.inner.fs.open(ino.0) {
             Ok(()) => reply.opened(FileHandle(0), fopen_flags(flags.0)),
             Err(e) => reply.error(fail("open", ino.0, &e)),
         }
@@ -355,7 +428,7 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(ino.0, offset, size) {
+        match self.inner.fs.read(ino.0, offset, size) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(fail("read", ino.0, &e)),
         }
@@ -373,10 +446,13 @@ impl Filesystem for Adapter {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(fail("write", ino.0, &e)),
+        // The data is copied only for a deferred write (DESIGN §5: no
+        // copy of write payloads beyond the one into the log buffer).
+        if !self.inner.fs.is_frozen() {
+            return written(reply, ino.0, self.inner.fs.write(ino.0, offset, data));
         }
+        let data = data.to_vec();
+        self.change(move |s| written(reply, ino.0, s.fs.write(ino.0, offset, &data)));
     }
 
     /// Writes reach the engine synchronously (no writeback cache), so a
@@ -403,7 +479,7 @@ impl Filesystem for Adapter {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, "release", ino.0, self.fs.release(ino.0));
+        self.change(move |s| empty(reply, "release", ino.0, s.fs.release(ino.0)));
     }
 
     fn fsync(
@@ -414,7 +490,7 @@ impl Filesystem for Adapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, "fsync", ino.0, self.fs.fsync(ino.0, datasync));
+        empty(reply, "fsync", ino.0, self.inner.fs.fsync(ino.0, datasync));
     }
 
     fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -433,7 +509,7 @@ impl Filesystem for Adapter {
     ) {
         let mut cookie = offset;
         loop {
-            let items = match self.fs.readdir(ino.0, cookie) {
+            let items = match self.inner.fs.readdir(ino.0, cookie) {
                 Ok(items) if items.is_empty() => break,
                 Ok(items) => items,
                 Err(e) => return reply.error(fail("readdir", ino.0, &e)),
@@ -467,14 +543,14 @@ impl Filesystem for Adapter {
     ) {
         let mut cookie = offset;
         loop {
-            let items = match self.fs.readdir(ino.0, cookie) {
+            let items = match self.inner.fs.readdir(ino.0, cookie) {
                 Ok(items) if items.is_empty() => break,
                 Ok(items) => items,
                 Err(e) => return reply.error(fail("readdirplus", ino.0, &e)),
             };
             for item in items {
-                let (attr, generation) = match self.fs.getattr(item.ino) {
-                    Ok(a) => match self.attr(&a) {
+                let (attr, generation) = match self.inner.fs.getattr(item.ino) {
+                    Ok(a) => match self.inner.attr(&a) {
                         Ok(attr) => (attr, a.generation),
                         Err(e) => return reply.error(e),
                     },
@@ -521,11 +597,16 @@ impl Filesystem for Adapter {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        empty(reply, "fsyncdir", ino.0, self.fs.fsync(ino.0, datasync));
+        empty(
+            reply,
+            "fsyncdir",
+            ino.0,
+            self.inner.fs.fsync(ino.0, datasync),
+        );
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        match self.fs.statfs() {
+        match self.inner.fs.statfs() {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.bsize,
             ),
@@ -555,33 +636,39 @@ impl Filesystem for Adapter {
             reply.error(Errno::EOPNOTSUPP.to_fuse());
             return;
         }
-        let res = self.fs.setxattr(ino.0, name.as_bytes(), value, flags);
-        empty(reply, "setxattr", ino.0, res);
+        let (name, value) = (name.to_owned(), value.to_vec());
+        self.change(move |s| {
+            let res = s.fs.setxattr(ino.0, name.as_bytes(), &value, flags);
+            empty(reply, "setxattr", ino.0, res);
+        });
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        match self.fs.getxattr(ino.0, name.as_bytes()) {
+        match self.inner.fs.getxattr(ino.0, name.as_bytes()) {
             Ok(value) => xattr_reply(reply, size, &value),
             Err(e) => reply.error(fail("getxattr", ino.0, &e)),
         }
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        match self.fs.listxattr(ino.0) {
+        match self.inner.fs.listxattr(ino.0) {
             Ok(names) => xattr_reply(reply, size, &name_list(&names)),
             Err(e) => reply.error(fail("listxattr", ino.0, &e)),
         }
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let res = self.fs.removexattr(ino.0, name.as_bytes());
-        empty(reply, "removexattr", ino.0, res);
+        let name = name.to_owned();
+        self.change(move |s| {
+            let res = s.fs.removexattr(ino.0, name.as_bytes());
+            empty(reply, "removexattr", ino.0, res);
+        });
     }
 
     /// Called only without `default_permissions` (with it the kernel
     /// checks). See [`mode_permits`].
     fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
-        let a = match self.fs.getattr(ino.0) {
+        let a = match self.inner.fs.getattr(ino.0) {
             Ok(a) => a,
             Err(e) => return reply.error(fail("access", ino.0, &e)),
         };
@@ -602,20 +689,58 @@ impl Filesystem for Adapter {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let res = self
-            .fs
-            .create_open(parent.0, name.as_bytes(), mode, req.uid(), req.gid())
-            .map_err(|e| fail("create", parent.0, &e))
-            .and_then(|a| Ok((self.attr(&a)?, a.generation)));
-        match res {
-            Ok((attr, generation)) => reply.created(
-                &TTL,
-                &attr,
-                Generation(generation.into()),
-                FileHandle(0),
-                fopen_flags(flags),
-            ),
-            Err(e) => reply.error(e),
+        let (name, uid, gid) = (name.to_owned(), req.uid(), req.gid());
+        self.change(move |s| {
+            let res =
+                s.fs.create_open(parent.0, name.as_bytes(), mode, uid, gid)
+                    .map_err(|e| fail("create", parent.0, &e))
+                    .and_then(|a| Ok((s.attr(&a)?, a.generation)));
+            match res {
+                Ok((attr, generation)) => reply.created(
+                    &TTL,
+                    &attr,
+                    Generation(generation.into()),
+                    FileHandle(0),
+                    fopen_flags(flags),
+                ),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    /// The control requests that fit an ioctl ([`codes::IOCTL`]), on any
+    /// file or directory of the mount, with the caller's credentials as
+    /// the peer: the same permission rule and answers as on the socket.
+    /// FREEZE and THAW run here (neither waits for a thaw); the others
+    /// change the filesystem and are deferred while it is frozen.
+    fn ioctl(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let Some(control) = self.control.clone().filter(|_| codes::IOCTL.contains(&cmd)) else {
+            return reply.error(fuser::Errno::ENOTTY);
+        };
+        let peer = Peer {
+            uid: req.uid(),
+            gid: req.gid(),
+            pid: i32::try_from(req.pid()).unwrap_or(0),
+        };
+        let data = in_data.to_vec();
+        let run = move |_: &Inner| match control.handle(cmd, &data, &peer) {
+            Ok(payload) => reply.ioctl(0, &payload),
+            Err(errno) => reply.error(fuser::Errno::from_i32(errno)),
+        };
+        if cmd == codes::FREEZE || cmd == codes::THAW {
+            run(&self.inner);
+        } else {
+            self.change(run);
         }
     }
 
@@ -629,8 +754,10 @@ impl Filesystem for Adapter {
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let res = self.fs.fallocate(ino.0, offset, length, mode);
-        empty(reply, "fallocate", ino.0, res);
+        self.change(move |s| {
+            let res = s.fs.fallocate(ino.0, offset, length, mode);
+            empty(reply, "fallocate", ino.0, res);
+        });
     }
 }
 

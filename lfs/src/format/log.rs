@@ -63,14 +63,17 @@ pub enum BlockKind {
 }
 
 impl BlockKind {
-    fn to_raw(self) -> u8 {
+    /// Its code on disk (lfs(5)): 1 data, 2 to 4 indirect levels 1 to 3,
+    /// 5 xattr.
+    pub fn to_raw(self) -> u8 {
         match self {
             BlockKind::Data => 1,
             BlockKind::Indirect(l) => 1 + l,
             BlockKind::Xattr => 5,
         }
     }
-    fn from_raw(v: u8) -> Option<Self> {
+    /// The kind of an on-disk code, if it is one.
+    pub fn from_raw(v: u8) -> Option<Self> {
         match v {
             1 => Some(BlockKind::Data),
             2..=4 => Some(BlockKind::Indirect(v - 1)),

@@ -45,7 +45,7 @@ pub use meta::{
     META_HEADER_SIZE, NODE_PTR_SIZE, SEGUSAGE_SIZE, SU_FLAG_ACTIVE, SU_FLAG_DIRTY, SU_FLAG_ERROR,
 };
 pub use superblock::{
-    reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,
+    parse_uuid, reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,
     FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN, SB_MAGIC, SB_SIZE,
 };
 pub use superroot::{SuperRoot, SR_MAGIC, SR_SIZE};

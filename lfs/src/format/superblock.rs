@@ -352,6 +352,26 @@ pub fn uuid_string(uuid: &[u8; 16]) -> String {
     )
 }
 
+/// The uuid written as [`uuid_string`] writes it (hex digits in groups of
+/// 8, 4, 4, 4 and 12, either case), or `None`.
+pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let groups: Vec<&str> = s.split('-').collect();
+    let lengths: Vec<usize> = groups.iter().map(|g| g.len()).collect();
+    if lengths != [8, 4, 4, 4, 12]
+        || !groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return None;
+    }
+    let hex: String = groups.concat();
+    let mut out = [0u8; 16];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// Segments reserved for cleaning out of `nsegments` at `percent`.
 pub fn reserved_segments(nsegments: u64, percent: u32) -> u64 {
     // u128: a decoded superblock may hold any segment count.
@@ -399,6 +419,27 @@ pub(crate) mod tests {
             mount_count: 0,
             generation: 2,
             inode_size: crate::format::INODE_SIZE as u32,
+        }
+    }
+
+    #[test]
+    fn uuids_parse_as_they_are_written() {
+        let u = [
+            0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 1, 2, 3, 4, 5, 6, 7, 0xff,
+        ];
+        assert_eq!(uuid_string(&u), "12345678-9abc-def0-0102-0304050607ff");
+        assert_eq!(parse_uuid(&uuid_string(&u)), Some(u));
+        assert_eq!(parse_uuid("12345678-9ABC-DEF0-0102-0304050607FF"), Some(u));
+        for bad in [
+            "",
+            "12345678-9abc-def0-0102-0304050607f",
+            "12345678-9abc-def0-0102-0304050607fff",
+            "123456789abcdef001020304050607ff",
+            "1234567g-9abc-def0-0102-0304050607ff",
+            "12345678-9abc-def0-0102-03040506é7f",
+            "+2345678-9abc-def0-0102-0304050607ff",
+        ] {
+            assert_eq!(parse_uuid(bad), None, "{bad}");
         }
     }
 

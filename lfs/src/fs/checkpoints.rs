@@ -23,6 +23,7 @@ impl Fs {
     /// Writes a checkpoint now, even if nothing changed, as a snapshot if
     /// asked; returns its number.
     pub fn make_checkpoint(&self, snapshot: bool) -> Result<u64> {
+        let _pass = self.gate.enter();
         let want = {
             let mut st = self.st();
             st.writable()?;
@@ -43,6 +44,7 @@ impl Fs {
     /// NotFound if there is no such checkpoint; Busy to unmake a mounted
     /// snapshot.
     pub fn change_cpmode(&self, cno: u64, snapshot: bool) -> Result<()> {
+        let _pass = self.gate.enter();
         let want = {
             let mut st = self.st();
             st.change_cpmode(cno, snapshot)?;
@@ -55,6 +57,7 @@ impl Fs {
     /// free. NotFound if there is no such checkpoint; Busy for a snapshot,
     /// a mounted checkpoint or the latest one.
     pub fn delete_checkpoint(&self, cno: u64) -> Result<u64> {
+        let _pass = self.gate.enter();
         let (want, freed) = {
             let mut st = self.st();
             let f = st.delete_checkpoint(cno)?;
@@ -68,6 +71,7 @@ impl Fs {
     /// mounted checkpoint or the latest one); returns (checkpoints deleted,
     /// blocks freed). Durable on return.
     pub fn delete_checkpoints_older_than(&self, age: Duration) -> Result<(u64, u64)> {
+        let _pass = self.gate.enter();
         let e = self.expire_checkpoints(age)?;
         if e.deleted > 0 || e.blocks_freed > 0 {
             self.checkpoint_covering(e.want, true)?;
@@ -96,6 +100,7 @@ impl Fs {
     /// InvalidArgument for a segment out of range, and then nothing is
     /// changed.
     pub fn set_segment_mtimes(&self, updates: &[(u64, u64)]) -> Result<()> {
+        let _pass = self.gate.enter();
         let mut st = self.st();
         st.writable()?;
         let n = st.segs.len();

@@ -110,6 +110,8 @@ impl Fs {
     /// alone is durable at once only if it emptied segments, else with
     /// the next checkpoint.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
+        // A whole pass is one change: a freeze waits for it to end.
+        let _pass = self.gate.enter();
         if self.cleaning.swap(true, Ordering::AcqRel) {
             return Err(Error::Busy("another cleaning pass is running".into()));
         }

@@ -1,6 +1,9 @@
 //! The filesystem: the engine's public interface.
 //!
 //! Locks, in the order they are taken:
+//! 0. `gate` (`freeze.rs`): not a lock but a pass every changing call
+//!    takes first and holds until its change is in memory; while the
+//!    filesystem is frozen no pass is handed out.
 //! 1. `ckpt` serialises checkpoints (and so group-commits fsync: callers
 //!    queue on it, and whoever gets it after a checkpoint covering their
 //!    change returns at once).
@@ -20,6 +23,7 @@ mod checkpoints;
 pub mod clean;
 pub mod diff;
 pub mod dir;
+mod freeze;
 mod ops;
 mod orphans;
 pub mod query;
@@ -63,6 +67,8 @@ pub struct Fs {
     stats: Stats,
     /// Set while a cleaning pass runs.
     cleaning: std::sync::atomic::AtomicBool,
+    /// Passed by every change; closed while frozen.
+    gate: freeze::Gate,
     /// For a view of an older checkpoint (`open_checkpoint`): its number,
     /// pinned in the live filesystem until this is dropped.
     pinned: Option<u64>,
@@ -129,6 +135,7 @@ impl Fs {
             report,
             stats: Stats::default(),
             cleaning: Default::default(),
+            gate: Default::default(),
             pinned,
         });
         if !fs.read_only {
@@ -209,7 +216,9 @@ impl Fs {
     fn checkpoint_locked(&self, want: u64, minor: bool) -> Result<()> {
         let _c = lock(&self.ckpt);
         let mut st = self.st();
-        if st.durable_mods >= want || !st.needs_checkpoint() {
+        // Frozen, nothing can have changed since the freeze's checkpoint
+        // (every change waits at the gate), and nothing may be written.
+        if st.durable_mods >= want || !st.needs_checkpoint() || self.frozen_solid() {
             return Ok(());
         }
         if let Some(why) = &st.read_only {
@@ -331,8 +340,9 @@ impl Fs {
     }
 
     /// Final checkpoint, superblock marked clean, timer stopped. Further
-    /// calls do nothing.
+    /// calls do nothing. A frozen filesystem is thawed first.
     pub fn unmount(&self) -> Result<()> {
+        self.thaw_for_unmount();
         {
             let mut stop = lock(&self.timer.stop);
             if *stop {
@@ -425,6 +435,7 @@ impl Fs {
     }
     /// Changes attributes (and size).
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
+        let _pass = self.gate.enter();
         self.st().setattr(ino, set)
     }
     /// Creates a regular file, FIFO, socket or device node.
@@ -437,6 +448,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
+        let _pass = self.gate.enter();
         self.st().create(parent, name, mode, rdev, uid, gid)
     }
     /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
@@ -449,6 +461,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
+        let _pass = self.gate.enter();
         let mut st = self.st();
         let a = st.create(parent, name, mode, 0, uid, gid)?;
         st.open_file(a.ino);
@@ -456,6 +469,7 @@ impl Fs {
     }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
+        let _pass = self.gate.enter();
         self.st().mkdir(parent, name, mode, uid, gid)
     }
     /// Creates a symbolic link.
@@ -467,6 +481,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
+        let _pass = self.gate.enter();
         self.st().symlink(parent, name, target, uid, gid)
     }
     /// Reads a symbolic link.
@@ -484,14 +499,17 @@ impl Fs {
     /// Counts a close of `ino`; the last close of a file unlinked while
     /// open frees it.
     pub fn release(&self, ino: u64) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().close_file(ino)
     }
     /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().unlink(parent, name)
     }
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().rmdir(parent, name)
     }
     /// Renames.
@@ -503,10 +521,12 @@ impl Fs {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().rename(parent, name, newparent, newname, flags)
     }
     /// Adds a hard link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
+        let _pass = self.gate.enter();
         self.st().link(ino, newparent, newname)
     }
 
@@ -647,6 +667,9 @@ impl Fs {
     }
 
     fn write_inner(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        // Per attempt: a write waiting for space between attempts holds
+        // no pass, so it never holds up a freeze.
+        let _pass = self.gate.enter();
         self.throttle(data.len())?;
         let mut st = self.st();
         let reads = st.write_reads(ino, offset, data.len())?;
@@ -682,6 +705,7 @@ impl Fs {
     }
     /// fallocate(2).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().fallocate(ino, offset, len, mode)
     }
     /// getxattr(2).
@@ -690,6 +714,7 @@ impl Fs {
     }
     /// setxattr(2).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().setxattr(ino, name, value, flags)
     }
     /// listxattr(2).
@@ -698,6 +723,7 @@ impl Fs {
     }
     /// removexattr(2).
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
+        let _pass = self.gate.enter();
         self.st().removexattr(ino, name)
     }
 }
@@ -819,6 +845,10 @@ fn timer_loop(timer: &Timer, fs: Weak<Fs>) {
         if kicked || last.elapsed() >= interval {
             last = Instant::now();
             let Some(f) = fs.upgrade() else { return };
+            if f.frozen_solid() {
+                // Nothing changes while frozen; the turn is skipped.
+                continue;
+            }
             let want = f.st().mods;
             if let Err(e) = f.checkpoint_covering(want, true) {
                 log::error!("background checkpoint failed: {e}");

@@ -5,7 +5,7 @@
 
 use crate::format::{CheckpointEntry, DatEntry, MetaKind, SegUsage, CP_FLAG_SNAPSHOT};
 use crate::fs::Fs;
-use crate::inspect::{dump_segment, SegmentDump};
+use crate::inspect::{dump_segment, SegmentDump, SuperblockBytes};
 use crate::Result;
 
 /// Segment statistics [nilfs GET_SUSTAT].
@@ -150,6 +150,22 @@ impl Fs {
             (st.dev.clone(), st.sb.clone())
         };
         dump_segment(dev.as_ref(), &sb, segno)
+    }
+
+    /// Both superblock copies as the device holds them. Read with the
+    /// checkpoint lock held, under which every superblock write happens,
+    /// so neither copy is caught half-written; FUSE requests do not wait
+    /// for it.
+    pub fn superblock_copies(&self) -> Result<SuperblockBytes> {
+        let _c = super::lock(&self.ckpt);
+        let (dev, offset) = {
+            let st = self.st();
+            (
+                st.dev.clone(),
+                st.sb.secondary_block() * u64::from(st.sb.block_size),
+            )
+        };
+        SuperblockBytes::read(dev.as_ref(), offset)
     }
 
     /// Space accounting.

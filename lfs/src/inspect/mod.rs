@@ -1,6 +1,8 @@
-//! Read-only views of a device that is not mounted: which filesystem it
-//! holds, its superblock pair, and the logs of a segment. `fsctl super`,
-//! `fsctl dumpseg` and mkfs's safety checks are built on these.
+//! Read-only views of a device: which filesystem it holds, its superblock
+//! pair, and the logs of a segment. `fsctl super`, `fsctl dumpseg` and
+//! mkfs's safety checks are built on these; a mounted filesystem answers
+//! the same views through the engine (`fs/query.rs`), which reads them
+//! where no write is in progress.
 //!
 //! Nothing here writes to the device.
 
@@ -9,8 +11,8 @@ mod segment;
 mod superblocks;
 
 pub use probe::{probe_signature, Signature};
-pub use segment::{dump_segment, LogDump, SegmentDump};
-pub use superblocks::{read_superblocks, SbCopy, SuperblockPair};
+pub use segment::{check_segment, dump_segment, LogDump, SegmentDump};
+pub use superblocks::{read_superblocks, SbCopy, SuperblockBytes, SuperblockPair};
 
 use crate::blockdev::BlockDevice;
 use crate::{Error, Result};

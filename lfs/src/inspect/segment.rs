@@ -39,15 +39,22 @@ pub struct SegmentDump {
     pub end: String,
 }
 
-/// Reads and verifies every log of segment `segno`.
-pub fn dump_segment(dev: &dyn BlockDevice, sb: &Superblock, segno: u64) -> Result<SegmentDump> {
+/// InvalidArgument, saying the range, unless the filesystem of `sb` has
+/// segment `segno`.
+pub fn check_segment(sb: &Superblock, segno: u64) -> Result<()> {
     if segno >= sb.nsegments {
         return Err(Error::InvalidArgument(format!(
             "segment {segno} does not exist (the filesystem has {} segments, 0 to {})",
             sb.nsegments,
-            sb.nsegments - 1
+            sb.nsegments.saturating_sub(1)
         )));
     }
+    Ok(())
+}
+
+/// Reads and verifies every log of segment `segno`.
+pub fn dump_segment(dev: &dyn BlockDevice, sb: &Superblock, segno: u64) -> Result<SegmentDump> {
+    check_segment(sb, segno)?;
     let bs = u64::from(sb.block_size);
     let start = sb.segment_start(segno);
     let seg_end = start + u64::from(sb.blocks_per_segment);

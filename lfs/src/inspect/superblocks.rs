@@ -56,6 +56,72 @@ impl SuperblockPair {
     }
 }
 
+/// Both copies as raw bytes, as a daemon that has the device open reads
+/// them (and sends them to `fsctl super`): decoding them gives what
+/// [`read_superblocks`] would have found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuperblockBytes {
+    /// Device size in bytes.
+    pub device_bytes: u64,
+    /// The primary copy (empty if the device is smaller than one).
+    pub primary: Vec<u8>,
+    /// Where the secondary copy was read.
+    pub secondary_offset: u64,
+    /// The secondary copy (empty if it lies past the end).
+    pub secondary: Vec<u8>,
+}
+
+impl SuperblockBytes {
+    /// Reads both copies of `dev`, the secondary at `secondary_offset`
+    /// (which the caller knows from the geometry it mounted).
+    pub fn read(dev: &dyn BlockDevice, secondary_offset: u64) -> Result<SuperblockBytes> {
+        let copy = |off, what| read_opt(dev, off, SB_SIZE, what).map(Option::unwrap_or_default);
+        Ok(SuperblockBytes {
+            device_bytes: dev.len(),
+            primary: copy(0, "the primary superblock")?,
+            secondary_offset,
+            secondary: copy(secondary_offset, "the secondary superblock")?,
+        })
+    }
+
+    /// Verifies both copies, as [`read_superblocks`] does.
+    pub fn decode(&self) -> SuperblockPair {
+        SuperblockPair {
+            primary: decode_primary(Some(&self.primary), self.device_bytes),
+            secondary: decode_secondary(&self.secondary, self.secondary_offset, self.device_bytes),
+            secondary_offset: Some(self.secondary_offset),
+        }
+    }
+}
+
+/// The primary copy from its bytes (`None`: past the end of the device).
+fn decode_primary(buf: Option<&[u8]>, dev_len: u64) -> Result<Superblock, DecodeError> {
+    match buf {
+        Some(b) if !b.is_empty() => decode_fitting(b, dev_len),
+        _ => Err(DecodeError::Truncated {
+            what: "superblock",
+            needed: SB_SIZE,
+            got: dev_len as usize,
+        }),
+    }
+}
+
+/// A secondary copy read at `off`: valid only where it says it belongs.
+fn decode_secondary(buf: &[u8], off: u64, dev_len: u64) -> Result<Superblock, DecodeError> {
+    decode_fitting(buf, dev_len).and_then(|sb| {
+        let expect = sb.secondary_block() * u64::from(sb.block_size);
+        if expect == off {
+            Ok(sb)
+        } else {
+            Err(DecodeError::InvalidField {
+                what: "superblock",
+                field: "location",
+                value: off,
+            })
+        }
+    })
+}
+
 fn decode_fitting(buf: &[u8], dev_len: u64) -> Result<Superblock, DecodeError> {
     let sb = Superblock::decode(buf)?;
     let fs_bytes = sb.total_blocks.saturating_mul(sb.block_size.into());
@@ -73,14 +139,10 @@ fn decode_fitting(buf: &[u8], dev_len: u64) -> Result<Superblock, DecodeError> {
 /// copies are reported inside the pair.
 pub fn read_superblocks(dev: &dyn BlockDevice) -> Result<SuperblockPair> {
     let len = dev.len();
-    let primary = match read_opt(dev, 0, SB_SIZE, "the primary superblock")? {
-        Some(b) => decode_fitting(&b, len),
-        None => Err(DecodeError::Truncated {
-            what: "superblock",
-            needed: SB_SIZE,
-            got: len as usize,
-        }),
-    };
+    let primary = decode_primary(
+        read_opt(dev, 0, SB_SIZE, "the primary superblock")?.as_deref(),
+        len,
+    );
     // With a valid primary the secondary's place is known; otherwise try
     // the last block for every possible block size.
     let candidates: Vec<u64> = match &primary {
@@ -101,18 +163,7 @@ pub fn read_superblocks(dev: &dyn BlockDevice) -> Result<SuperblockPair> {
         let Some(b) = read_opt(dev, off, SB_SIZE, "the secondary superblock")? else {
             continue;
         };
-        let r = decode_fitting(&b, len).and_then(|sb| {
-            let expect = sb.secondary_block() * u64::from(sb.block_size);
-            if expect == off {
-                Ok(sb)
-            } else {
-                Err(DecodeError::InvalidField {
-                    what: "superblock",
-                    field: "location",
-                    value: off,
-                })
-            }
-        });
+        let r = decode_secondary(&b, off, len);
         let ok = r.is_ok();
         if ok || secondary.is_err() {
             secondary = r;

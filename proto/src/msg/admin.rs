@@ -1,6 +1,6 @@
-//! Requests that change checkpoints and segments: CHANGE_CPMODE,
-//! DELETE_CHECKPOINT, CLEAN_SEGMENTS, SET_SUINFO, MOUNT_CHECKPOINT and
-//! UMOUNT_CHECKPOINT.
+//! Requests that change checkpoints and segments, or stop all changes:
+//! CHANGE_CPMODE, DELETE_CHECKPOINT, CLEAN_SEGMENTS, SET_SUINFO,
+//! MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT, FREEZE and THAW.
 //!
 //! Byte layouts (offsets in bytes, little-endian, records packed):
 //!
@@ -25,9 +25,12 @@
 //!    0 u64 cno   8 the mount point (string: u32 length at most 4096, UTF-8)
 //! UmountCheckpoint (request, 4 + n bytes)
 //!    0 the mount point (string)
+//!
+//! Freeze           (request, 0 bytes)   empty; reply Done
+//! Thaw             (request, 0 bytes)   empty; reply Done
 //! ```
 
-use super::{message, request, DecodeError, Reader, Record, Writer};
+use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
 use crate::codes;
 
 /// [`ChangeCpmode::mode`]: a plain checkpoint (reclaimable by cleaning).
@@ -59,6 +62,23 @@ pub struct DeleteCheckpoint {
     /// The checkpoint.
     pub cno: u64,
 }
+
+/// Freezes the filesystem [Linux FIFREEZE]: once the changes in progress
+/// are done, a checkpoint of whatever changed is written, the superblock
+/// names it and the device is flushed; from the reply until [`Thaw`] the
+/// daemon writes nothing to the device. Every change (a write, a
+/// namespace or attribute change, a checkpoint request, a cleaning pass)
+/// waits, without failing, until the thaw; reads and queries are served.
+/// The freeze outlives the connection that asked for it (as fsfreeze(8)).
+/// Changes the filesystem: root or the owner only. EBUSY if it is frozen
+/// already or being frozen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Freeze;
+
+/// Thaws a frozen filesystem [Linux FITHAW]: the changes waiting go on.
+/// Root or the owner only. EINVAL if it is not frozen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Thaw;
 
 /// Empty reply: the request was carried out.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -217,15 +237,6 @@ impl Record for DeleteCheckpoint {
     }
 }
 
-impl Record for Done {
-    const WHAT: &'static str = "Done";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(Done)
-    }
-}
-
 impl Record for CleanSegments {
     const WHAT: &'static str = "CleanSegments";
     const MIN_SIZE: usize = 8;
@@ -290,6 +301,8 @@ impl Record for SetSuinfo {
     }
 }
 
+empty_record!(Done, Freeze, Thaw);
+
 message!(
     ChangeCpmode,
     DeleteCheckpoint,
@@ -298,7 +311,9 @@ message!(
     CleanReply,
     SetSuinfo,
     MountCheckpoint,
-    UmountCheckpoint
+    UmountCheckpoint,
+    Freeze,
+    Thaw
 );
 request! {
     ChangeCpmode => codes::CHANGE_CPMODE, Done;
@@ -307,6 +322,8 @@ request! {
     SetSuinfo => codes::SET_SUINFO, Done;
     MountCheckpoint => codes::MOUNT_CHECKPOINT, Done;
     UmountCheckpoint => codes::UMOUNT_CHECKPOINT, Done;
+    Freeze => codes::FREEZE, Done;
+    Thaw => codes::THAW, Done;
 }
 
 #[cfg(test)]
@@ -328,6 +345,8 @@ mod tests {
         );
         golden(&DeleteCheckpoint { cno: 7 }, "0700000000000000");
         golden(&Done, "");
+        golden(&Freeze, "");
+        golden(&Thaw, "");
     }
 
     #[test]
@@ -440,6 +459,8 @@ mod tests {
             canonical::<SetSuinfo>(&bytes)?;
             canonical::<MountCheckpoint>(&bytes)?;
             canonical::<UmountCheckpoint>(&bytes)?;
+            canonical::<Freeze>(&bytes)?;
+            canonical::<Thaw>(&bytes)?;
         }
     }
 }

@@ -29,7 +29,7 @@
 //!      0 u8 change (1 created, 2 deleted, 3 modified)   1 path (string)
 //! ```
 
-use super::{message, request, DecodeError, Reader, Record, Writer};
+use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
 use crate::codes;
 
 /// Checkpoint statistics [nilfs GET_CPSTAT]. Empty request.
@@ -242,15 +242,6 @@ impl Record for DiffList {
     }
 }
 
-impl Record for GetCpstat {
-    const WHAT: &'static str = "GetCpstat";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetCpstat)
-    }
-}
-
 impl Record for Cpstat {
     const WHAT: &'static str = "Cpstat";
     const MIN_SIZE: usize = 24;
@@ -355,6 +346,8 @@ impl Record for SyncReply {
         Ok(SyncReply { cno: r.u64("cno")? })
     }
 }
+
+empty_record!(GetCpstat);
 
 message!(GetCpstat, Cpstat, GetCpinfo, CpinfoList, Sync, SyncReply, GetDiff, DiffList);
 

@@ -21,19 +21,22 @@
 //! bytes. The fuzz target (`crate::targets`) checks that.
 //!
 //! The messages, grouped by what they describe:
-//! [`segments`] (GET_SUSTAT, GET_SUINFO, GET_VINFO, GET_SEG_SUMMARY),
+//! [`segments`] (GET_SUSTAT, GET_SUINFO, GET_VINFO), [`device`]
+//! (GET_SEG_SUMMARY, GET_SUPER),
 //! [`checkpoints`] (GET_CPSTAT, GET_CPINFO, SYNC), [`stats`] (GET_STATS,
 //! GET_DF) and [`admin`] (CHANGE_CPMODE, DELETE_CHECKPOINT, CLEAN_SEGMENTS,
-//! SET_SUINFO, MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT).
+//! SET_SUINFO, MOUNT_CHECKPOINT, UMOUNT_CHECKPOINT, FREEZE, THAW).
 
 pub mod admin;
 pub mod checkpoints;
+pub mod device;
 pub mod segments;
 pub mod stats;
 
 pub use admin::{
-    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, MountCheckpoint, SetSuinfo,
-    SuUpdate, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
+    ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, Freeze, MountCheckpoint,
+    SetSuinfo, SuUpdate, Thaw, UmountCheckpoint, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT,
+    MOUNT_PATH_MAX,
 };
 pub use checkpoints::{
     Cpinfo, CpinfoList, Cpstat, DiffItem, DiffList, GetCpinfo, GetCpstat, GetDiff, Sync, SyncReply,
@@ -41,10 +44,14 @@ pub use checkpoints::{
     DIFF_PATH_MAX, GET_CPINFO_FLAGS_KNOWN, GET_CPINFO_SNAPSHOTS_ONLY, SYNC_FLAGS_KNOWN,
     SYNC_FORCE_CHECKPOINT,
 };
+pub use device::{
+    EntryInfo, GetSegSummary, GetSuper, LogInfo, SegSummary, Super, SUPER_CURRENT_NONE,
+    SUPER_CURRENT_PRIMARY, SUPER_CURRENT_SECONDARY, SUPER_ROOT_DAMAGED, SUPER_ROOT_NONE,
+    SUPER_ROOT_VALID,
+};
 pub use segments::{
-    EntryInfo, GetSegSummary, GetSuinfo, GetSustat, GetVinfo, LogInfo, SegSummary, Suinfo,
-    SuinfoList, Sustat, Vinfo, VinfoList, SUINFO_ACTIVE, SUINFO_DIRTY, SUINFO_ERROR,
-    SUINFO_PENDING,
+    GetSuinfo, GetSustat, GetVinfo, Suinfo, SuinfoList, Sustat, Vinfo, VinfoList, SUINFO_ACTIVE,
+    SUINFO_DIRTY, SUINFO_ERROR, SUINFO_PENDING,
 };
 pub use stats::{Df, GetDf, GetStats, Histogram, Stats};
 
@@ -147,8 +154,12 @@ impl Writer {
         self.u32(u32::try_from(n).unwrap_or(u32::MAX));
     }
     pub(crate) fn string(&mut self, s: &str) {
-        self.count(s.len());
-        self.0.extend_from_slice(s.as_bytes());
+        self.bytes(s.as_bytes());
+    }
+    /// A byte array: its length, then the bytes.
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.count(b.len());
+        self.0.extend_from_slice(b);
     }
     pub(crate) fn list<T: Record>(&mut self, items: &[T]) {
         self.count(items.len());
@@ -252,17 +263,36 @@ impl<'a> Reader<'a> {
         field: &'static str,
         max: usize,
     ) -> Result<String, DecodeError> {
-        let len = self.count(field, 1, max)?;
-        let (bytes, tail) = self
-            .rest
-            .split_at_checked(len)
-            .ok_or_else(|| self.truncated(field, len))?;
+        let (bytes, tail) = self.counted_bytes(field, max)?;
         let s = std::str::from_utf8(bytes).map_err(|_| DecodeError::BadUtf8 {
             what: self.what,
             field,
         })?;
         self.rest = tail;
         Ok(s.to_string())
+    }
+
+    /// A byte array of at most `max` bytes.
+    pub(crate) fn bytes(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<Vec<u8>, DecodeError> {
+        let (bytes, tail) = self.counted_bytes(field, max)?;
+        self.rest = tail;
+        Ok(bytes.to_vec())
+    }
+
+    /// A length and that many bytes (not consumed yet), and what follows.
+    fn counted_bytes(
+        &mut self,
+        field: &'static str,
+        max: usize,
+    ) -> Result<(&'a [u8], &'a [u8]), DecodeError> {
+        let len = self.count(field, 1, max)?;
+        self.rest
+            .split_at_checked(len)
+            .ok_or_else(|| self.truncated(field, len))
     }
 
     pub(crate) fn list<T: Record>(
@@ -300,6 +330,22 @@ pub(crate) trait Record: Sized {
     fn put(&self, w: &mut Writer);
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError>;
 }
+
+/// Implements [`Record`] for unit structs: messages with no fields, which
+/// encode to nothing.
+macro_rules! empty_record {
+    ($($t:ident),* $(,)?) => {$(
+        impl $crate::msg::Record for $t {
+            const WHAT: &'static str = stringify!($t);
+            const MIN_SIZE: usize = 0;
+            fn put(&self, _: &mut $crate::msg::Writer) {}
+            fn get(_: &mut $crate::msg::Reader<'_>) -> Result<Self, $crate::msg::DecodeError> {
+                Ok($t)
+            }
+        }
+    )*};
+}
+pub(crate) use empty_record;
 
 /// Implements [`Message`] for record types that are whole payloads.
 macro_rules! message {

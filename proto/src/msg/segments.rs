@@ -1,4 +1,5 @@
-//! Segment messages: GET_SUSTAT, GET_SUINFO, GET_VINFO, GET_SEG_SUMMARY.
+//! Segment messages: GET_SUSTAT, GET_SUINFO, GET_VINFO (GET_SEG_SUMMARY,
+//! which reads the device, is in [`super::device`]).
 //!
 //! Byte layouts (offsets in bytes, little-endian, records packed):
 //!
@@ -21,19 +22,9 @@
 //! VinfoList        (reply, 4 + 32 n bytes)
 //!    0 u32 n (at most 16384), then n Vinfo:
 //!      0 u64 vblock   8 u64 phys   16 u64 start_cno   24 u64 end_cno
-//!
-//! GetSegSummary    (request, 8 bytes)
-//!    0 u64 segnum
-//! SegSummary       (reply)
-//!    0 u64 segnum   8 u64 start_block   16 u32 nlogs (at most 65536), then
-//!    nlogs LogInfo, then the string end (u32 length at most 4096, UTF-8).
-//!    LogInfo (35 + 25 m bytes):
-//!      0 u64 block   8 u64 seq   16 u64 cno   24 u16 flags   26 u32 nblocks
-//!     30 u8 body_ok 31 u32 m (at most 65536), then m EntryInfo:
-//!        0 u64 ino   8 u64 offset   16 u64 vblock   24 u8 kind
 //! ```
 
-use super::{message, request, DecodeError, Reader, Record, Writer};
+use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
 use crate::codes;
 
 /// Segment statistics [nilfs GET_SUSTAT]. Empty request.
@@ -164,91 +155,6 @@ impl Vinfo {
 pub struct VinfoList {
     /// The entries.
     pub items: Vec<Vinfo>,
-}
-
-/// The logs of one segment as they are on the device.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct GetSegSummary {
-    /// Segment number.
-    pub segnum: u64,
-}
-
-/// One block entry of a log summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct EntryInfo {
-    /// Owning inode.
-    pub ino: u64,
-    /// Block offset within the file.
-    pub offset: u64,
-    /// Virtual block number, 0 for a physically addressed block.
-    pub vblock: u64,
-    /// Block kind, as on disk (lfs(5): 1 data, 2 to 4 indirect levels 1 to
-    /// 3, 5 xattr).
-    pub kind: u8,
-}
-
-impl EntryInfo {
-    /// Encoded size.
-    pub const SIZE: usize = 25;
-}
-
-/// One log found in a segment.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct LogInfo {
-    /// Block address of its first summary block.
-    pub block: u64,
-    /// Write sequence number.
-    pub seq: u64,
-    /// Checkpoint it belongs to.
-    pub cno: u64,
-    /// Log flags, as on disk (lfs(5)).
-    pub flags: u16,
-    /// Blocks in the log, summary blocks included.
-    pub nblocks: u32,
-    /// 1 if the body checksum matched, 0 if not.
-    pub body_ok: u8,
-    /// Its block entries, in on-disk order.
-    pub entries: Vec<EntryInfo>,
-}
-
-impl LogInfo {
-    /// Encoded size without entries.
-    pub const FIXED_SIZE: usize = 35;
-    /// Most entries per log.
-    pub const MAX_ENTRIES: usize = 1 << 16;
-}
-
-/// Reply to [`GetSegSummary`].
-///
-/// A server must keep the encoding within `MAX_PAYLOAD` (a segment with
-/// more entries than fit is cut after the last whole log that fits, and
-/// `end` says so) and `end` within [`SegSummary::MAX_END_LEN`] bytes.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SegSummary {
-    /// Segment number.
-    pub segnum: u64,
-    /// Its first block.
-    pub start_block: u64,
-    /// The logs that verified, in order.
-    pub logs: Vec<LogInfo>,
-    /// Why the walk stopped, for people.
-    pub end: String,
-}
-
-impl SegSummary {
-    /// Most logs in a reply.
-    pub const MAX_LOGS: usize = 1 << 16;
-    /// Longest `end`, in bytes.
-    pub const MAX_END_LEN: usize = 4096;
-}
-
-impl Record for GetSustat {
-    const WHAT: &'static str = "GetSustat";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetSustat)
-    }
 }
 
 impl Record for Sustat {
@@ -397,104 +303,20 @@ impl Record for VinfoList {
     }
 }
 
-impl Record for GetSegSummary {
-    const WHAT: &'static str = "GetSegSummary";
-    const MIN_SIZE: usize = 8;
-    fn put(&self, w: &mut Writer) {
-        w.u64(self.segnum);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetSegSummary {
-            segnum: r.u64("segnum")?,
-        })
-    }
-}
+empty_record!(GetSustat);
 
-impl Record for EntryInfo {
-    const WHAT: &'static str = "EntryInfo";
-    const MIN_SIZE: usize = EntryInfo::SIZE;
-    fn put(&self, w: &mut Writer) {
-        w.u64(self.ino);
-        w.u64(self.offset);
-        w.u64(self.vblock);
-        w.u8(self.kind);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(EntryInfo {
-            ino: r.u64("ino")?,
-            offset: r.u64("offset")?,
-            vblock: r.u64("vblock")?,
-            kind: r.u8("kind")?,
-        })
-    }
-}
-
-impl Record for LogInfo {
-    const WHAT: &'static str = "LogInfo";
-    const MIN_SIZE: usize = LogInfo::FIXED_SIZE;
-    fn put(&self, w: &mut Writer) {
-        w.u64(self.block);
-        w.u64(self.seq);
-        w.u64(self.cno);
-        w.u16(self.flags);
-        w.u32(self.nblocks);
-        w.u8(self.body_ok);
-        w.list(&self.entries);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(LogInfo {
-            block: r.u64("block")?,
-            seq: r.u64("seq")?,
-            cno: r.u64("cno")?,
-            flags: r.u16("flags")?,
-            nblocks: r.u32("nblocks")?,
-            body_ok: r.u8("body_ok")?,
-            entries: r.list("entries", LogInfo::MAX_ENTRIES)?,
-        })
-    }
-}
-
-impl Record for SegSummary {
-    const WHAT: &'static str = "SegSummary";
-    const MIN_SIZE: usize = 24;
-    fn put(&self, w: &mut Writer) {
-        w.u64(self.segnum);
-        w.u64(self.start_block);
-        w.list(&self.logs);
-        w.string(&self.end);
-    }
-    fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(SegSummary {
-            segnum: r.u64("segnum")?,
-            start_block: r.u64("start_block")?,
-            logs: r.list("logs", SegSummary::MAX_LOGS)?,
-            end: r.string("end", SegSummary::MAX_END_LEN)?,
-        })
-    }
-}
-
-message!(
-    GetSustat,
-    Sustat,
-    GetSuinfo,
-    SuinfoList,
-    GetVinfo,
-    VinfoList,
-    GetSegSummary,
-    SegSummary,
-);
+message!(GetSustat, Sustat, GetSuinfo, SuinfoList, GetVinfo, VinfoList,);
 
 request! {
     GetSustat => codes::GET_SUSTAT, Sustat;
     GetSuinfo => codes::GET_SUINFO, SuinfoList;
     GetVinfo => codes::GET_VINFO, VinfoList;
-    GetSegSummary => codes::GET_SEG_SUMMARY, SegSummary;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::msg::testing::{canonical, golden, round_trip, text};
+    use crate::msg::testing::{canonical, golden, round_trip};
     use crate::msg::{DecodeError, Message};
     use proptest::prelude::*;
 
@@ -615,53 +437,6 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn seg_summary_golden() {
-        golden(&GetSegSummary { segnum: 3 }, "0300000000000000");
-        let s = SegSummary {
-            segnum: 3,
-            start_block: 0x1800,
-            logs: vec![LogInfo {
-                block: 0x1800,
-                seq: 42,
-                cno: 7,
-                flags: 1,
-                nblocks: 3,
-                body_ok: 1,
-                entries: vec![EntryInfo {
-                    ino: 12,
-                    offset: 0,
-                    vblock: 99,
-                    kind: 1,
-                }],
-            }],
-            end: "end of segment".to_string(),
-        };
-        golden(
-            &s,
-            "0300000000000000 0018000000000000 01000000
-             0018000000000000 2a00000000000000 0700000000000000 0100 03000000 01
-             01000000 0c00000000000000 0000000000000000 6300000000000000 01
-             0e000000 656e64206f66207365676d656e74",
-        );
-        assert_eq!(
-            s.encode().len(),
-            <SegSummary as Record>::MIN_SIZE + LogInfo::FIXED_SIZE + EntryInfo::SIZE + s.end.len()
-        );
-    }
-
-    #[test]
-    fn seg_summary_end_is_bounded() {
-        let s = SegSummary {
-            end: "x".repeat(SegSummary::MAX_END_LEN + 1),
-            ..SegSummary::default()
-        };
-        assert!(matches!(
-            SegSummary::decode(&s.encode()),
-            Err(DecodeError::BadCount { field: "end", .. })
-        ));
-    }
-
     fn suinfo() -> impl Strategy<Value = Suinfo> {
         (
             any::<u64>(),
@@ -686,36 +461,6 @@ mod tests {
             start_cno,
             end_cno,
         })
-    }
-
-    fn entry() -> impl Strategy<Value = EntryInfo> {
-        (any::<[u64; 3]>(), any::<u8>()).prop_map(|([ino, offset, vblock], kind)| EntryInfo {
-            ino,
-            offset,
-            vblock,
-            kind,
-        })
-    }
-
-    fn log() -> impl Strategy<Value = LogInfo> {
-        (
-            any::<[u64; 3]>(),
-            any::<u16>(),
-            any::<u32>(),
-            any::<u8>(),
-            proptest::collection::vec(entry(), 0..8),
-        )
-            .prop_map(
-                |([block, seq, cno], flags, nblocks, body_ok, entries)| LogInfo {
-                    block,
-                    seq,
-                    cno,
-                    flags,
-                    nblocks,
-                    body_ok,
-                    entries,
-                },
-            )
     }
 
     fn sustat() -> impl Strategy<Value = Sustat> {
@@ -760,17 +505,6 @@ mod tests {
         }
 
         #[test]
-        fn seg_summary_round_trips(
-            segnum in any::<u64>(),
-            start_block in any::<u64>(),
-            logs in proptest::collection::vec(log(), 0..6),
-            end in text(64),
-        ) {
-            round_trip(&GetSegSummary { segnum })?;
-            round_trip(&SegSummary { segnum, start_block, logs, end })?;
-        }
-
-        #[test]
         fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
             canonical::<GetSustat>(&bytes)?;
             canonical::<Sustat>(&bytes)?;
@@ -778,8 +512,6 @@ mod tests {
             canonical::<SuinfoList>(&bytes)?;
             canonical::<GetVinfo>(&bytes)?;
             canonical::<VinfoList>(&bytes)?;
-            canonical::<GetSegSummary>(&bytes)?;
-            canonical::<SegSummary>(&bytes)?;
         }
 
         #[test]
@@ -793,9 +525,6 @@ mod tests {
             canonical::<SuinfoList>(&p)?;
             canonical::<GetVinfo>(&p)?;
             canonical::<VinfoList>(&p)?;
-            let mut s = vec![0u8; 16];
-            s.extend_from_slice(&p);
-            canonical::<SegSummary>(&s)?;
         }
     }
 }

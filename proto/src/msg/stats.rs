@@ -19,7 +19,7 @@
 //!   44 u64 protected_blocks   52 u64 reclaimable_blocks
 //! ```
 
-use super::{message, request, DecodeError, Reader, Record, Writer};
+use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
 use crate::codes;
 
 /// The engine's counters and latency histograms. Empty request.
@@ -103,15 +103,6 @@ pub struct Df {
     pub reclaimable_blocks: u64,
 }
 
-impl Record for GetStats {
-    const WHAT: &'static str = "GetStats";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetStats)
-    }
-}
-
 /// A counter inside [`Stats`].
 impl Record for (String, u64) {
     const WHAT: &'static str = "Stats counter";
@@ -166,15 +157,6 @@ impl Record for Stats {
     }
 }
 
-impl Record for GetDf {
-    const WHAT: &'static str = "GetDf";
-    const MIN_SIZE: usize = 0;
-    fn put(&self, _: &mut Writer) {}
-    fn get(_: &mut Reader<'_>) -> Result<Self, DecodeError> {
-        Ok(GetDf)
-    }
-}
-
 impl Record for Df {
     const WHAT: &'static str = "Df";
     const MIN_SIZE: usize = 60;
@@ -201,6 +183,8 @@ impl Record for Df {
         })
     }
 }
+
+empty_record!(GetStats, GetDf);
 
 message!(GetStats, Stats, GetDf, Df);
 
