@@ -516,3 +516,44 @@ fn requests_that_fit_an_ioctl_work_as_ioctl_on_the_mount() {
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
 }
+
+/// The ioctl path checks permissions as the socket does: another user who
+/// may use the mount (allow_other) gets EPERM for FREEZE on its root, and
+/// nothing is frozen.
+#[test]
+fn an_unprivileged_ioctl_on_the_mount_is_refused() {
+    require_tool("setpriv");
+    // Debian's, which nobody may run (a python3 earlier in root's PATH,
+    // such as a pyenv shim under /root, may not be).
+    let python = "/usr/bin/python3";
+    assert!(
+        Path::new(python).exists(),
+        "{python} is missing: install Debian's python3 (scripts/setup-debian.sh)"
+    );
+    let tmp = temp_dir();
+    let image = mkfs(tmp.path(), "ioctl-perm.img");
+    let mnt = mkdir(tmp.path(), "mnt");
+    // The temporary directory is 0700; nobody must reach the mount point.
+    sh(&format!("chmod 0755 '{}'", tmp.path().display()));
+    let mut fsd = Fsd::start(&image, &mnt, &["-o", "allow_other"]);
+    let o = run(
+        Command::new("setpriv")
+            .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+            .args([python, "-c"])
+            .arg(format!(
+                "import errno, fcntl, os, sys\n\
+                 fd = os.open(sys.argv[1], os.O_RDONLY)\n\
+                 try:\n    fcntl.ioctl(fd, {:#x})\nexcept OSError as e:\n    \
+                 print(errno.errorcode[e.errno])\nelse:\n    print('served')",
+                0x0000_4c93 // FREEZE, as in the ioctl module above
+            ))
+            .arg(&mnt),
+        CMD_TIMEOUT,
+    );
+    let o = o.assert_success();
+    assert_eq!(o.stdout.trim(), "EPERM", "{o}");
+    // Not frozen: a write by root goes through at once.
+    std::fs::write(mnt.join("after"), b"x").unwrap();
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+}
