@@ -43,6 +43,14 @@ fn block(b: u64, ver: u64) -> Vec<u8> {
     v
 }
 
+/// Asserts that blocks `0..nblocks` of `ino` hold version `ver(b)`.
+fn verify(fs: &Fs, ino: u64, nblocks: u64, ver: impl Fn(u64) -> u64, when: &str) {
+    for b in 0..nblocks {
+        let got = fs.read(ino, b * BS as u64, BS as u32).unwrap();
+        assert!(got == block(b, ver(b)), "block {b} {when}");
+    }
+}
+
 /// Writes version 0 of blocks `0..nblocks` of `ino`, then syncs.
 fn fill(fs: &Fs, ino: u64, nblocks: u64) {
     for b in 0..nblocks {
@@ -105,10 +113,7 @@ fn cleaning_moves_live_blocks_and_frees_segments() {
     assert!(r.blocks_moved > 0 && r.segments_freed >= 3, "{r:?}");
     fs.sync().unwrap();
     assert!(fs.df().reclaimable_blocks < reclaimable);
-    for b in 0..nblocks {
-        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
-        assert!(got == block(b, ver[b as usize]), "block {b} after cleaning");
-    }
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after cleaning");
     let s = fs.stats();
     let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
     assert!(get("device_gc_bytes_written") > 0);
@@ -116,10 +121,7 @@ fn cleaning_moves_live_blocks_and_frees_segments() {
     fs.unmount().unwrap();
     drop(fs);
     let fs = mount(&dev);
-    for b in 0..nblocks {
-        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
-        assert!(got == block(b, ver[b as usize]), "block {b} after remount");
-    }
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
     fs.unmount().unwrap();
 }
 
@@ -169,10 +171,7 @@ fn overwriting_five_times_the_free_space_with_cleaning() {
     }
     fs.sync().unwrap();
     assert!(cleaned > 0);
-    for b in 0..nblocks {
-        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
-        assert!(got == block(b, ver[b as usize]), "block {b}");
-    }
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "");
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&dev);
@@ -345,10 +344,7 @@ fn a_write_out_of_space_waits_for_an_active_cleaner() {
     let s = fs.stats();
     let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
     assert!(get("space_waits") >= 1, "{s:?}");
-    for b in 0..nblocks {
-        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
-        assert!(got == block(b, ver + 1), "block {b}");
-    }
+    verify(&fs, f.ino, nblocks, |_| ver + 1, "");
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&dev);
@@ -415,10 +411,7 @@ fn random_overwrites_at_the_edge_of_full_with_a_concurrent_cleaner() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     cleaner.join().unwrap();
     fs.sync().unwrap();
-    for b in 0..nblocks {
-        let got = fs.read(f.ino, b * BS as u64, BS as u32).unwrap();
-        assert!(got == block(b, ver[b as usize]), "block {b}");
-    }
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "");
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&dev);
