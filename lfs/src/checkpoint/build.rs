@@ -35,6 +35,11 @@ pub struct Run {
 pub struct Plan {
     /// Writes, in order.
     pub runs: Vec<Run>,
+    /// How many of `runs`, from the first, are the cold log. Recovery does
+    /// not follow the cold log (the DAT points into it), so nothing checks
+    /// that it landed: it must be durable before the super root is written
+    /// (`Fs::checkpoint_locked` flushes in between).
+    pub cold_runs: usize,
     /// The checkpoint number.
     pub cno: u64,
     /// The log holding the super root.
@@ -530,6 +535,7 @@ impl State {
             &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0,
         );
         let gc_blocks: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 
         self.seq = last_seq + 1;
@@ -538,6 +544,7 @@ impl State {
         self.head = layout.head;
         Ok(Plan {
             runs,
+            cold_runs: ncold,
             cno: new_cno,
             sr_block: sr_at,
             sr_seq: last_seq,

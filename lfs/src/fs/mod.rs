@@ -255,7 +255,17 @@ impl Fs {
         drop(st);
         let bs = self.block_size() as u64;
         let io = (|| -> Result<()> {
-            for run in &plan.runs {
+            for (i, run) in plan.runs.iter().enumerate() {
+                // The cold log is durable before the logs that end in the
+                // super root (see `Plan::cold_runs`).
+                if i == plan.cold_runs && i > 0 {
+                    dev.flush().map_err(|e| {
+                        Error::io(
+                            format!("flushing the cold log of checkpoint {}", plan.cno),
+                            e,
+                        )
+                    })?;
+                }
                 let slices: Vec<std::io::IoSlice<'_>> = run
                     .blocks
                     .iter()
