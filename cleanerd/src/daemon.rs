@@ -423,7 +423,7 @@ impl Daemon {
                 let hint = match *code {
                     nix::libc::EROFS => "; the filesystem is read-only, cleaning waits",
                     nix::libc::ENOTTY => "; this fsd cannot clean yet",
-                    nix::libc::EBUSY => "; another cleaning is running",
+                    nix::libc::EBUSY => "; another cleaning is running or the filesystem is frozen",
                     nix::libc::ENOSPC => "; no space even for cleaning",
                     _ => "",
                 };

@@ -1,4 +1,5 @@
-//! Freezing the engine (FIFREEZE/FITHAW): changes wait, reads go on, the
+//! Freezing the engine (FIFREEZE/FITHAW): changes wait (cleaning is
+//! refused with Busy), reads go on, the
 //! device is not written while frozen, and what was written before the
 //! freeze is durable.
 
@@ -95,6 +96,11 @@ fn writers_wait_while_frozen_and_readers_do_not() {
     assert_eq!(dev.writes(), writes, "the device was written while frozen");
 
     assert!(matches!(fs.freeze(), Err(Error::Busy(_))));
+    // Cleaning is refused at once rather than kept waiting.
+    assert!(matches!(
+        fs.clean_segments(&[], Duration::ZERO),
+        Err(Error::Busy(_))
+    ));
     fs.thaw().unwrap();
     assert!(!fs.is_frozen());
     assert!(matches!(fs.thaw(), Err(Error::InvalidArgument(_))));

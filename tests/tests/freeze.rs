@@ -121,6 +121,12 @@ fn freeze_holds_writers_serves_readers_and_thaw_lets_them_finish() {
     let st = fsctl(&["stat", "--json", s]).assert_success();
     assert!(st.stdout.contains("user_bytes_written"), "{st}");
     fsctl(&["lssu", m]).assert_success();
+    // Cleaning is refused at once, not kept waiting for the thaw.
+    let c = fsctl(&["clean", "--once", s]);
+    assert!(
+        !c.status.success() && c.stderr.contains("EBUSY"),
+        "clean --once while frozen: {c}"
+    );
 
     // A copy of the frozen device is a clean image of the last checkpoint.
     let copy = tmp.path().join("copy.img");

@@ -106,12 +106,18 @@ impl Fs {
     /// `protection` (an empty list only deletes them). InvalidArgument for
     /// a segment out of range; Again for one that is clean or a log head,
     /// or for a pass that would not pay (see MIN_NET_SHARE); Busy while
-    /// another pass runs. Durable on return when it cleaned; a deletion
+    /// another pass runs or while the filesystem is frozen (a frozen
+    /// filesystem writes nothing, and a cleaner waiting for the thaw would
+    /// only time out). Durable on return when it cleaned; a deletion
     /// alone is durable at once only if it emptied segments, else with
     /// the next checkpoint.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
         // A whole pass is one change: a freeze waits for it to end.
-        let _pass = self.gate.enter();
+        let Some(_pass) = self.gate.try_enter() else {
+            return Err(Error::Busy(
+                "the filesystem is frozen; cleaning resumes after THAW".into(),
+            ));
+        };
         if self.cleaning.swap(true, Ordering::AcqRel) {
             return Err(Error::Busy("another cleaning pass is running".into()));
         }

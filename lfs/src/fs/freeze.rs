@@ -94,6 +94,17 @@ impl Gate {
         Pass(self)
     }
 
+    /// Lets one change in unless a freeze is in force or in progress:
+    /// for work that should be refused, not delayed, while frozen.
+    pub(crate) fn try_enter(&self) -> Option<Pass<'_>> {
+        let mut g = lock(&self.inner);
+        if g.phase != Phase::Thawed {
+            return None;
+        }
+        g.active += 1;
+        Some(Pass(self))
+    }
+
     /// Whether a freeze is in force or in progress.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
