@@ -18,7 +18,6 @@
 #
 # Environment (long mode; each has the default shown):
 #   LFS_CRASH_SEEDS=1000    random crash modes of the crash matrix
-#   LFS_IOERR_SEEDS=200     workloads with an I/O error at every point
 #   LFS_CORRUPT_CASES=20000 corruptions of metadata tried
 #   FUZZ_SECONDS=300        seconds of libFuzzer per fuzz target
 #   LFS_FULL_ROUNDS=10      fill / delete / clean / refill rounds
@@ -60,7 +59,6 @@ done
 find_cargo || die "cargo not found"
 
 export LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-1000}
-export LFS_IOERR_SEEDS=${LFS_IOERR_SEEDS:-200}
 export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
 export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
 export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
@@ -85,6 +83,7 @@ step() {
 }
 t="cargo test ${profile[*]}"
 step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
+step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture"
 # One fuzzer at a time: the figures are per target, not per machine.
 step fuzz '^  (ok|FAIL) |^==> fuzz smoke run' "FUZZ_SECONDS=$fuzz_seconds FUZZ_JOBS=1 bash fuzz/run-smoke.sh"
 
@@ -148,7 +147,7 @@ mode=long
     echo "| started (UTC) | $started, $((SECONDS - start_all)) s in all |"
     echo "| git | $git_rev, $dirty uncommitted file(s) |"
     echo "| machine | $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r) |"
-    echo "| settings | LFS_CRASH_SEEDS=$LFS_CRASH_SEEDS LFS_IOERR_SEEDS=$LFS_IOERR_SEEDS LFS_CORRUPT_CASES=$LFS_CORRUPT_CASES FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=$LFS_FULL_ROUNDS LFS_KILL_CYCLES=$LFS_KILL_CYCLES |"
+    echo "| settings | LFS_CRASH_SEEDS=$LFS_CRASH_SEEDS LFS_CORRUPT_CASES=$LFS_CORRUPT_CASES FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=$LFS_FULL_ROUNDS LFS_KILL_CYCLES=$LFS_KILL_CYCLES |"
     echo "| verdict | $([ "$failures" -eq 0 ] && echo "every step passed, nothing lost" || echo "$failures step(s) FAILED") |"
     echo
     printf '%s\n' "${report[@]}"

@@ -167,6 +167,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         read_only: flags.read_only,
         checkpoint_interval: config.checkpoint_interval,
         dirty_limit_bytes: config.dirty_limit,
+        device: device.display().to_string(),
     };
     let fs = match flags.checkpoint {
         Some(cno) => Fs::mount_checkpoint(dev, cno).map_err(|e| match e {

@@ -42,52 +42,66 @@ struct Found {
     super_root: Option<SuperRoot>,
 }
 
-fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Option<Found> {
+/// The valid log at `block`, or None if there is none (the end of the
+/// chain). An I/O error is an error, never the end of the chain: taking it
+/// for one would mount an older checkpoint and write over the logs after
+/// it.
+fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Result<Option<Found>> {
     let bs = sb.block_size as usize;
-    let seg = sb.segment_of(block)?;
+    let Some(seg) = sb.segment_of(block) else {
+        return Ok(None);
+    };
     let seg_end = sb.segment_start(seg) + u64::from(sb.blocks_per_segment);
-    let first = read_block(dev, block, bs).ok()?;
-    let header = LogHeader::decode_unverified(&first).ok()?;
+    let first = read_block(dev, block, bs)?;
+    let Ok(header) = LogHeader::decode_unverified(&first) else {
+        return Ok(None);
+    };
     if block + u64::from(header.nblocks) > seg_end {
-        return None;
+        return Ok(None);
     }
     let mut sum = first;
     for b in 1..u64::from(header.nsummary_blocks) {
-        sum.extend(read_block(dev, block + b, bs).ok()?);
+        sum.extend(read_block(dev, block + b, bs)?);
     }
-    let summary = LogSummary::decode(&sum, bs, sb.crc_seed).ok()?;
+    let Ok(summary) = LogSummary::decode(&sum, bs, sb.crc_seed) else {
+        return Ok(None);
+    };
     let nbody = u64::from(header.nblocks - header.nsummary_blocks);
     let start = block + u64::from(header.nsummary_blocks);
     let body: Vec<Vec<u8>> = (0..nbody)
-        .map(|i| read_block(dev, start + i, bs).ok())
-        .collect::<Option<_>>()?;
+        .map(|i| read_block(dev, start + i, bs))
+        .collect::<Result<_>>()?;
     let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
-    summary.verify_body(sb.crc_seed, &refs).ok()?;
+    if summary.verify_body(sb.crc_seed, &refs).is_err() {
+        return Ok(None);
+    }
     let super_root = if header.has_super_root() {
-        let sr = SuperRoot::decode(body.last()?, sb.crc_seed).ok()?;
+        let Some(Ok(sr)) = body.last().map(|b| SuperRoot::decode(b, sb.crc_seed)) else {
+            return Ok(None);
+        };
         if sr.seq != header.seq || sr.cno != header.cno {
-            return None;
+            return Ok(None);
         }
         Some(sr)
     } else {
         None
     };
-    Some(Found {
+    Ok(Some(Found {
         block,
         header,
         super_root,
-    })
+    }))
 }
 
 /// Follows the log chain from `start` (whose sequence must be `seq`).
-fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Vec<Found> {
+fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Result<Vec<Found>> {
     let mut logs: Vec<Found> = Vec::new();
     let mut pos = start;
     let mut min_seq = seq;
     let mut jumped_for = None;
     let limit = sb.nsegments * u64::from(sb.blocks_per_segment);
     for _ in 0..limit {
-        let ok = read_log(dev, sb, pos).filter(|l| {
+        let ok = read_log(dev, sb, pos)?.filter(|l| {
             if logs.is_empty() {
                 l.header.seq == seq
             } else {
@@ -125,7 +139,7 @@ fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Vec<Fou
             }
         }
     }
-    logs
+    Ok(logs)
 }
 
 impl State {
@@ -146,7 +160,7 @@ impl State {
                 sb.feature_ro_compat & !crate::format::FEATURE_RO_COMPAT_KNOWN
             )));
         }
-        let mut logs = scan(dev.as_ref(), &sb, sb.last_log_block, sb.last_seq);
+        let mut logs = scan(dev.as_ref(), &sb, sb.last_log_block, sb.last_seq)?;
         if logs.first().is_none_or(|l| l.super_root.is_none()) {
             // The cursor's log is gone: try the other copy's cursor.
             let other = [&pair.primary, &pair.secondary]
@@ -154,7 +168,7 @@ impl State {
                 .filter_map(|r| r.as_ref().ok())
                 .find(|o| o.last_log_block != sb.last_log_block);
             if let Some(o) = other {
-                logs = scan(dev.as_ref(), &sb, o.last_log_block, o.last_seq);
+                logs = scan(dev.as_ref(), &sb, o.last_log_block, o.last_seq)?;
             }
         }
         let Some(last_sr) = logs.iter().rposition(|l| l.super_root.is_some()) else {
@@ -234,10 +248,10 @@ impl State {
         };
         self.dev
             .write_all_at(&self.sb.encode(), off)
-            .map_err(|e| Error::io("writing the superblock", e))?;
+            .map_err(|e| Error::io(format!("writing the superblock at block {}", off / bs), e))?;
         self.dev
             .flush()
-            .map_err(|e| Error::io("flushing the superblock", e))?;
+            .map_err(|e| Error::io(format!("flushing the superblock at block {}", off / bs), e))?;
         self.sb_gens[idx] = gen;
         Ok(())
     }

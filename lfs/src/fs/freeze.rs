@@ -182,9 +182,11 @@ impl Fs {
             self.release_freed(&mut st)?;
         }
         if !self.read_only {
-            st.dev
-                .flush()
-                .map_err(|e| Error::io("flushing the device to freeze it", e))?;
+            if let Err(e) = st.dev.flush() {
+                let e = Error::io("flushing the device to freeze it", e);
+                self.stop_writing(&mut st, "the freeze failed", &e);
+                return Err(e);
+            }
         }
         Ok(st.cno)
     }

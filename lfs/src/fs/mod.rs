@@ -64,6 +64,8 @@ pub struct Fs {
     timer_thread: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     read_only: bool,
+    /// The device's name, for log lines.
+    device: String,
     stats: Stats,
     /// Set while a cleaning pass runs.
     cleaning: std::sync::atomic::AtomicBool,
@@ -129,6 +131,7 @@ impl Fs {
             ckpt: Mutex::new(()),
             reuse: RwLock::new(()),
             read_only: opts.read_only,
+            device: opts.device.clone(),
             opts: Mutex::new(opts),
             timer: Arc::new(Timer::default()),
             timer_thread: Mutex::new(None),
@@ -243,11 +246,8 @@ impl Fs {
         let plan = match plan {
             Ok(p) => p,
             Err(e) => {
-                st.read_only = Some(format!(": checkpoint could not be built: {e}"));
-                log::error!(
-                    "going read-only: checkpoint {} could not be built: {e}",
-                    st.cno + 1
-                );
+                let what = format!("checkpoint {} could not be built", st.cno + 1);
+                self.stop_writing(&mut st, &what, &e);
                 return Err(e);
             }
         };
@@ -260,8 +260,12 @@ impl Fs {
                 // super root (see `Plan::cold_runs`).
                 if i == plan.cold_runs && i > 0 {
                     dev.flush().map_err(|e| {
+                        let cold = &plan.runs[..i];
                         Error::io(
-                            format!("flushing the cold log of checkpoint {}", plan.cno),
+                            format!(
+                                "flushing the cold log of checkpoint {} (at block {})",
+                                plan.cno, cold[0].block
+                            ),
                             e,
                         )
                     })?;
@@ -274,8 +278,15 @@ impl Fs {
                 dev.write_at(&slices, run.block * bs)
                     .map_err(|e| Error::io(format!("writing the log at block {}", run.block), e))?;
             }
-            dev.flush()
-                .map_err(|e| Error::io(format!("flushing checkpoint {}", plan.cno), e))
+            dev.flush().map_err(|e| {
+                Error::io(
+                    format!(
+                        "flushing checkpoint {} (its super root at block {})",
+                        plan.cno, plan.sr_block
+                    ),
+                    e,
+                )
+            })
         })();
         let blocks_written: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         let io_time = t0.elapsed().saturating_sub(built);
@@ -288,8 +299,8 @@ impl Fs {
         }
         let mut st = self.st();
         if let Err(e) = io {
-            st.read_only = Some(format!(": {e}"));
-            log::error!("going read-only after checkpoint {} failed: {e}", plan.cno);
+            let what = format!("checkpoint {} failed", plan.cno);
+            self.stop_writing(&mut st, &what, &e);
             return Err(e);
         }
         st.inflight.clear();
@@ -340,7 +351,7 @@ impl Fs {
     /// the segments freed up to it be reused.
     fn release_freed(&self, st: &mut State) -> Result<()> {
         if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
-            st.read_only = Some(format!(": {e}"));
+            self.stop_writing(st, "the superblock update failed", &e);
             return Err(e);
         }
         let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
@@ -374,9 +385,26 @@ impl Fs {
             return Ok(());
         }
         st.sb.state = crate::format::FsState::Clean;
-        st.write_superblock(crate::checkpoint::recover::now_secs())?;
+        if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
+            self.stop_writing(&mut st, "marking the filesystem clean failed", &e);
+            return Err(e);
+        }
         log::info!("unmounted cleanly at checkpoint {}", st.cno);
         Ok(())
+    }
+
+    /// After a failed write or flush nothing more is written: what is
+    /// durable stays as it is, and every later change gets ReadOnly (the
+    /// reason says why). Logs the one line an administrator needs: the
+    /// device, what failed (with its block) and the checkpoint a remount
+    /// will find.
+    pub(crate) fn stop_writing(&self, st: &mut State, what: &str, e: &Error) {
+        st.read_only = Some(format!(" after an error ({what}: {e})"));
+        log::error!(
+            "{}: {what}: {e}; going read-only, nothing more is written; checkpoint {} is the last one known durable, a remount recovers it",
+            self.device,
+            st.sb.last_cno
+        );
     }
 
     /// Keeps dirty data bounded without a cliff (seed 002: averages hide

@@ -13,6 +13,8 @@ pub struct MountOptions {
     pub checkpoint_interval: Duration,
     /// Dirty data above which writers wait for a checkpoint.
     pub dirty_limit_bytes: u64,
+    /// The device's name (its path), for the engine's log lines.
+    pub device: String,
 }
 
 /// Default checkpoint interval.
@@ -28,6 +30,7 @@ impl Default for MountOptions {
             read_only: false,
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             dirty_limit_bytes: DEFAULT_DIRTY_LIMIT,
+            device: "the device".into(),
         }
     }
 }

@@ -1,0 +1,298 @@
+//! The scripted workload the crash matrix (crash.rs) and the I/O error
+//! tests (ioerrors.rs) run, the tree a user can observe, and the journal
+//! of the states the workload made durable.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use lfs::blockdev::{BlockDevice, MemDevice};
+use lfs::format::{FileType, ROOT_INO};
+use lfs::fs::{
+    Fs, MountOptions, RenameFlags, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
+    XATTR_CREATE,
+};
+use lfs::mkfs::{format, MkfsOptions};
+
+pub const DEV_LEN: u64 = 12 << 20;
+pub const S_IFIFO: u32 = 0o010000;
+
+/// Everything a user can observe of one name, as it must survive a crash.
+/// The inode number is in it so hard links must still share an inode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub ino: u64,
+    pub kind: FileType,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub mtime_ns: u128,
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    /// A regular file's bytes, a symlink's target, empty otherwise.
+    pub data: Vec<u8>,
+}
+
+/// path → what is there.
+pub type Tree = BTreeMap<String, Entry>;
+
+pub fn image() -> Vec<u8> {
+    let dev = MemDevice::new(DEV_LEN);
+    let mut o = MkfsOptions::new([3; 16], 0x5eed, 1_700_000_000, 0);
+    o.blocks_per_segment = 32;
+    o.discard = false;
+    format(&dev, &o).unwrap();
+    dev.into_vec()
+}
+
+pub fn opts() -> MountOptions {
+    MountOptions {
+        // Only the workload's fsyncs make checkpoints.
+        checkpoint_interval: Duration::from_secs(3600),
+        ..MountOptions::default()
+    }
+}
+
+/// The tree of the freshly formatted image, the state acknowledged before
+/// the workload's first step.
+pub fn fresh_tree() -> Tree {
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_vec(image()));
+    tree(&Fs::mount(dev, opts()).unwrap()).unwrap()
+}
+
+pub fn entry(fs: &Fs, ino: u64, kind: FileType) -> lfs::Result<Entry> {
+    let a = fs.getattr(ino)?;
+    let mut xattrs = BTreeMap::new();
+    for name in fs.listxattr(ino)? {
+        let v = fs.getxattr(ino, &name)?;
+        xattrs.insert(name, v);
+    }
+    let data = match kind {
+        FileType::Regular => fs.read(ino, 0, a.size as u32 + 1)?,
+        FileType::Symlink => fs.readlink(ino)?,
+        _ => Vec::new(),
+    };
+    Ok(Entry {
+        ino,
+        kind,
+        mode: a.mode,
+        uid: a.uid,
+        gid: a.gid,
+        nlink: a.nlink,
+        mtime_ns: a
+            .mtime
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+        xattrs,
+        data,
+    })
+}
+
+pub fn walk(fs: &Fs, ino: u64, prefix: &str, out: &mut Tree) -> lfs::Result<()> {
+    let mut cookie = 0;
+    loop {
+        let batch = fs.readdir(ino, cookie)?;
+        let Some(last) = batch.last() else { break };
+        cookie = last.cookie;
+        for e in batch {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
+            out.insert(path.clone(), entry(fs, e.ino, e.kind)?);
+            if e.kind == FileType::Directory {
+                walk(fs, e.ino, &path, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn tree(fs: &Fs) -> lfs::Result<Tree> {
+    let mut t = Tree::new();
+    t.insert("/".into(), entry(fs, ROOT_INO, FileType::Directory)?);
+    walk(fs, ROOT_INO, "", &mut t)?;
+    Ok(t)
+}
+
+pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_mul(31).wrapping_add((i % 253) as u8))
+        .collect()
+}
+
+/// The states a crash may recover: every acknowledged one, and the one an
+/// fsync, sync, checkpoint or cleaning pass was making durable when the
+/// crash hit it.
+pub struct Journal {
+    pub acked: Vec<Tree>,
+    pub in_flight: Option<Tree>,
+}
+
+impl Journal {
+    /// Runs `op`, which must not change the tree but makes it durable.
+    pub fn durable<T>(&mut self, fs: &Fs, op: impl FnOnce() -> lfs::Result<T>) -> lfs::Result<T> {
+        self.in_flight = Some(tree(fs)?);
+        let r = op()?;
+        self.acked.extend(self.in_flight.take());
+        Ok(r)
+    }
+
+    /// Whether `rec` is a state this crash may recover.
+    pub fn allows(&self, rec: &Tree) -> bool {
+        self.acked.last() == Some(rec) || self.in_flight.as_ref() == Some(rec)
+    }
+}
+
+/// Runs the workload, recording each state as it is made durable. Stops
+/// at the first error (the simulated crash).
+pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
+    let r = ROOT_INO;
+    let mut files = Vec::new();
+    for i in 0..6u8 {
+        let f = fs.create(r, format!("f{i}").as_bytes(), 0o644, 0, 0, 0)?;
+        fs.write(f.ino, 0, &pattern(i, 3000 + usize::from(i) * 9000))?;
+        files.push(f.ino);
+        if i % 2 == 1 {
+            j.durable(fs, || fs.fsync(f.ino, i % 4 == 1))?;
+        }
+    }
+    fs.rename(r, b"f0", r, b"g0", RenameFlags::default())?;
+    j.durable(fs, || fs.fsync(files[0], false))?;
+    fs.unlink(r, b"f1")?;
+    fs.setattr(
+        files[2],
+        &SetAttr {
+            size: Some(100),
+            ..SetAttr::default()
+        },
+    )?;
+    j.durable(fs, || fs.sync())?;
+    fs.write(files[3], 5000, &pattern(9, 20_000))?;
+    let d = fs.mkdir(r, b"d", 0o755, 0, 0)?;
+    let x = fs.create(d.ino, b"x", 0o600, 0, 0, 0)?;
+    fs.write(x.ino, 0, b"inside")?;
+    j.durable(fs, || fs.fsync(x.ino, false))?;
+    fs.fallocate(
+        files[4],
+        4096,
+        8192,
+        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+    )?;
+    fs.rename(r, b"g0", d.ino, b"moved", RenameFlags::default())?;
+    j.durable(fs, || fs.fsync(files[4], true))?;
+    // The rest of the namespace: hard and symbolic links, a FIFO, extended
+    // attributes, mode, owner and times, then every kind of rename, an
+    // xattr removed and an empty directory removed.
+    fs.link(files[3], d.ino, b"hard")?;
+    fs.symlink(r, b"sym", b"d/x", 0, 0)?;
+    fs.create(r, b"pipe", S_IFIFO | 0o640, 0, 0, 0)?;
+    fs.setxattr(files[3], b"user.colour", b"blue", XATTR_CREATE)?;
+    fs.setxattr(d.ino, b"user.dir", &pattern(5, 300), 0)?;
+    fs.setattr(
+        files[2],
+        &SetAttr {
+            mode: Some(0o4750),
+            uid: Some(1000),
+            gid: Some(100),
+            mtime: Some(TimeSet::At(UNIX_EPOCH + Duration::from_secs(1_234_567_890))),
+            ..SetAttr::default()
+        },
+    )?;
+    j.durable(fs, || fs.fsync(files[2], false))?;
+    let e = fs.mkdir(r, b"empty", 0o700, 0, 0)?;
+    fs.rename(
+        r,
+        b"sym",
+        d.ino,
+        b"x",
+        RenameFlags {
+            exchange: true,
+            ..RenameFlags::default()
+        },
+    )?;
+    fs.rename(
+        r,
+        b"pipe",
+        e.ino,
+        b"pipe",
+        RenameFlags {
+            noreplace: true,
+            ..RenameFlags::default()
+        },
+    )?;
+    j.durable(fs, || fs.fsync(e.ino, true))?;
+    // f3 replaces f2 (one of f3's two links), the xattr goes, the FIFO is
+    // unlinked and its directory removed.
+    fs.rename(r, b"f3", r, b"f2", RenameFlags::default())?;
+    fs.removexattr(files[3], b"user.colour")?;
+    fs.unlink(e.ino, b"pipe")?;
+    fs.rmdir(r, b"empty")?;
+    j.durable(fs, || fs.sync())?;
+    for k in 0..4u8 {
+        fs.write(files[5], u64::from(k) * 30_000, &pattern(k + 50, 30_000))?;
+        j.durable(fs, || fs.sync())?;
+    }
+    // Checkpoint history and cleaning: a snapshot, overwrites, the old
+    // checkpoints deleted, then a cleaning pass over the emptiest segments;
+    // each is durable when it returns.
+    let snap = j.durable(fs, || fs.make_checkpoint(true))?;
+    fs.write(files[5], 0, &pattern(77, 60_000))?;
+    j.durable(fs, || fs.sync())?;
+    fs.change_cpmode(snap, false)?;
+    j.durable(fs, || fs.delete_checkpoints_older_than(Duration::ZERO))?;
+    let (usage, _) = fs.segment_usage();
+    let mut victims: Vec<(u32, u64)> = usage
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| !u.is_clean() && u.flags & lfs::format::SU_FLAG_ACTIVE == 0)
+        .map(|(s, u)| (u.nlive, s as u64))
+        .collect();
+    victims.sort_unstable();
+    let victims: Vec<u64> = victims.into_iter().take(3).map(|(_, s)| s).collect();
+    let rep = j.durable(fs, || fs.clean_segments(&victims, Duration::ZERO))?;
+    assert!(
+        rep.blocks_moved > 0 && rep.segments_freed > 0,
+        "the cleaning pass did nothing: {rep:?}"
+    );
+    Ok(())
+}
+
+/// The first path where two trees differ, for a failure message.
+pub fn first_difference(a: &Tree, b: &Tree) -> String {
+    let paths: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for p in paths {
+        if a.get(p) != b.get(p) {
+            let show = |e: Option<&Entry>| match e {
+                None => "absent".to_string(),
+                Some(e) => format!(
+                    "{:?} ino {} mode {:o} {}:{} nlink {} mtime {} xattrs {:?} {} bytes",
+                    e.kind,
+                    e.ino,
+                    e.mode,
+                    e.uid,
+                    e.gid,
+                    e.nlink,
+                    e.mtime_ns,
+                    e.xattrs
+                        .keys()
+                        .map(|k| String::from_utf8_lossy(k))
+                        .collect::<Vec<_>>(),
+                    e.data.len()
+                ),
+            };
+            return format!(
+                "{p}: recovered {} / expected {}",
+                show(a.get(p)),
+                show(b.get(p))
+            );
+        }
+    }
+    "no difference".into()
+}
+
+pub fn long() -> bool {
+    std::env::var_os("LFS_LONG").is_some_and(|v| !v.is_empty() && v != "0")
+}
