@@ -83,7 +83,7 @@ step() {
 }
 t="cargo test ${profile[*]}"
 step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
-step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture"
+step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture && $t -p lfs-e2e --test fsd_ioerror -- --nocapture"
 # One fuzzer at a time: the figures are per target, not per machine.
 step fuzz '^  (ok|FAIL) |^==> fuzz smoke run' "FUZZ_SECONDS=$fuzz_seconds FUZZ_JOBS=1 bash fuzz/run-smoke.sh"
 
