@@ -6,7 +6,8 @@
 //! A failed write or flush:
 //! - the request it belongs to gets an I/O error (fsd replies EIO);
 //! - the engine writes nothing more: later changes get ReadOnly (EROFS),
-//!   sync and unmount write nothing;
+//!   a sync gets an I/O error (EIO) for what it could not make durable,
+//!   and sync and unmount write nothing;
 //! - it logs exactly one error line, naming the device and the block;
 //! - what was durable is intact: on a healthy device (the unflushed
 //!   writes lost, or all landed) fsck is clean and the tree is the last
@@ -172,7 +173,13 @@ fn case(kind: Fault, n: u64) -> Outcome {
                     "{name}: a change after the failed {kind:?} got {after:?}, not read-only"
                 );
                 outcome = Outcome::ReadOnly;
-                let _ = fs.sync();
+                // A sync after the failure never claims success for what
+                // was not made durable: EIO, or nothing was pending.
+                let synced = fs.sync();
+                assert!(
+                    synced.as_ref().map_or_else(is_io, |()| true),
+                    "{name}: sync after the failed {kind:?} got {synced:?}"
+                );
                 let _ = fs.unmount();
                 assert_eq!(
                     (fault.writes(), fault.flushes()),
@@ -268,4 +275,50 @@ fn a_failed_read_fails_its_request_and_changes_nothing() {
     assert!(reads > 20, "only {reads} reads");
     let stride = if long() { 1 } else { READ_STRIDE };
     faults(Fault::Read, (1..=reads).step_by(stride as usize), reads);
+}
+
+#[test]
+fn a_failed_background_checkpoint_fails_the_next_fsync_with_eio() {
+    capture_logs();
+    let name = "fault-background";
+    let fault = Arc::new(FaultDevice::new(MemDevice::from_vec(image())));
+    let dev: Arc<dyn BlockDevice> = fault.clone();
+    let mut o = opts();
+    o.device = name.into();
+    o.checkpoint_interval = std::time::Duration::from_millis(20);
+    let fs = Fs::mount(dev, o).unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    fs.write(f.ino, 0, b"durable").unwrap();
+    fs.fsync(f.ino, false).unwrap();
+    let durable = tree(&fs).unwrap();
+    // The timer's next checkpoint is the one that fails.
+    fault.fail_write_at(fault.writes() + 1);
+    fs.write(f.ino, 0, b"never durable").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while lines_of(name).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background checkpoint did not fail"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let r = fs.fsync(f.ino, false);
+    assert!(
+        r.as_ref().is_err_and(is_io),
+        "fsync after a failed background checkpoint: {r:?}"
+    );
+    assert!(matches!(
+        fs.write(f.ino, 0, b"x"),
+        Err(lfs::Error::ReadOnly(_))
+    ));
+    let _ = fs.unmount();
+    fault.clear_faults();
+    for (how, img) in images_after(&fault) {
+        let rec = recover(img).unwrap_or_else(|e| panic!("{how}: {e}"));
+        assert!(
+            rec == durable,
+            "{how}: {}",
+            first_difference(&rec, &durable)
+        );
+    }
 }

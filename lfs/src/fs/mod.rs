@@ -228,7 +228,15 @@ impl Fs {
             if self.read_only {
                 return Ok(());
             }
-            return Err(Error::ReadOnly(why.clone()));
+            // Only a failed write or flush turns a read-write mount
+            // read-only (`stop_writing`): what the caller wants durable
+            // never will be on this mount, so its fsync gets EIO, as
+            // after a writeback error, even when a background checkpoint
+            // was the one that failed.
+            return Err(Error::io(
+                "making changes durable",
+                std::io::Error::other(format!("the filesystem went read-only{why}")),
+            ));
         }
         // Freed segments wait for a superblock write before reuse (lfs(5));
         // do it now if this checkpoint might need them.

@@ -355,7 +355,12 @@ impl State {
             return Err(Error::NameTooLong);
         }
         let i = self.new_inode(parent, name, S_IFLNK | 0o777, 0, uid, gid)?;
-        self.write(i.ino, 0, target)?;
+        if let Err(e) = self.write(i.ino, 0, target) {
+            // The inode and its entry fitted but the target's block did
+            // not: a failed symlink leaves nothing behind.
+            self.unlink(parent, name)?;
+            return Err(e);
+        }
         self.attr(i.ino)
     }
 
