@@ -1,0 +1,636 @@
+//! Corrupted images: random byte flips, bit flips and 512-byte or whole
+//! block zeroings in every metadata structure of a populated image (both
+//! superblocks, log summaries, the super root, DAT, inode file, directory,
+//! segment usage, checkpoint file, indirect and extended attribute
+//! blocks). For each corrupted image, fsck and a mount with a walk of the
+//! whole tree (and of a snapshot) run in a watchdog thread under
+//! `catch_unwind`; the test fails on any panic or hang, and checks that:
+//!
+//! * a mount that fails says which structure (a `Corrupted` error, or an
+//!   `Unsupported` one naming the superblocks);
+//! * reads of a mounted corrupted image either work or fail with
+//!   `Corrupted` or `ReadOnly` (EIO or EROFS through fsd);
+//! * when the corruption lies in a block that fsck reads on the intact
+//!   image, in bytes a checksum covers, it is noticed: fsck reports at
+//!   least one error. Bytes outside any checksum (the superblock block past
+//!   its 512 bytes, never read) and blocks no current structure uses (older
+//!   versions kept for older checkpoints, which fsck does not read) may be
+//!   changed without a finding; they are counted apart.
+//!
+//! `LFS_LONG=1 LFS_CORRUPT_CASES=N` tries N corruptions instead of the
+//! bounded 350; the test prints `corrupt images: ...` with its figures.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, IoSlice};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use lfs::blockdev::{BlockDevice, MemDevice};
+use lfs::format::{FileType, ROOT_INO, SB_SIZE};
+use lfs::fs::{Fs, MountOptions};
+use lfs::mkfs::{format, MkfsOptions};
+use lfs_e2e::rng::SplitMix64;
+
+const DEV_LEN: u64 = 8 << 20;
+const BS: usize = 4096;
+/// Corruptions tried by the bounded run.
+const BOUNDED_CASES: usize = 350;
+/// How long one corrupted image may take (fsck, mount, walk, unmount)
+/// before it counts as a hang. Generous: a debug build does it in well
+/// under a second.
+const WATCHDOG: Duration = Duration::from_secs(20);
+
+/// The metadata structures corrupted, in the order of the summary line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Structure {
+    Superblock,
+    Summary,
+    SuperRoot,
+    Dat,
+    InodeFile,
+    Directory,
+    SegmentUsage,
+    CheckpointFile,
+    Indirect,
+    Xattr,
+}
+
+impl Structure {
+    const ALL: [Structure; 10] = [
+        Structure::Superblock,
+        Structure::Summary,
+        Structure::SuperRoot,
+        Structure::Dat,
+        Structure::InodeFile,
+        Structure::Directory,
+        Structure::SegmentUsage,
+        Structure::CheckpointFile,
+        Structure::Indirect,
+        Structure::Xattr,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Structure::Superblock => "superblock",
+            Structure::Summary => "summary",
+            Structure::SuperRoot => "super root",
+            Structure::Dat => "DAT",
+            Structure::InodeFile => "inode file",
+            Structure::Directory => "directory",
+            Structure::SegmentUsage => "segment usage",
+            Structure::CheckpointFile => "checkpoint file",
+            Structure::Indirect => "indirect",
+            Structure::Xattr => "xattr",
+        }
+    }
+
+    /// The structure of a metadata block, from its magic.
+    fn of_magic(block: &[u8]) -> Option<Structure> {
+        Some(match block.get(..4)? {
+            b"LFSI" => Structure::InodeFile,
+            b"LFSD" => Structure::Dat,
+            b"LFSC" => Structure::CheckpointFile,
+            b"LFSU" => Structure::SegmentUsage,
+            b"LFSN" => Structure::Indirect,
+            b"LFSE" => Structure::Directory,
+            b"LFSX" => Structure::Xattr,
+            _ => return None,
+        })
+    }
+
+    /// Bytes of a block of this structure that a checksum covers: the
+    /// superblock's crc covers its first `SB_SIZE` bytes; summaries, super
+    /// roots (through the log body crc) and metadata blocks are covered
+    /// whole.
+    fn covered(self) -> usize {
+        match self {
+            Structure::Superblock => SB_SIZE,
+            _ => BS,
+        }
+    }
+}
+
+/// A device that records which blocks were read.
+#[derive(Debug)]
+struct Recording {
+    inner: MemDevice,
+    read: Mutex<BTreeSet<u64>>,
+}
+
+impl BlockDevice for Recording {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
+        if !buf.is_empty() {
+            let first = offset / BS as u64;
+            let last = (offset + buf.len() as u64 - 1) / BS as u64;
+            self.read
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(first..=last);
+        }
+        self.inner.read_at(buf, offset)
+    }
+    fn write_at(&self, bufs: &[IoSlice<'_>], offset: u64) -> io::Result<()> {
+        self.inner.write_at(bufs, offset)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.inner.flush()
+    }
+    fn discard(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.inner.discard(offset, len)
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+fn opts() -> MountOptions {
+    MountOptions {
+        checkpoint_interval: Duration::from_secs(3600),
+        ..MountOptions::default()
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| seed.wrapping_mul(37).wrapping_add((i % 251) as u8))
+        .collect()
+}
+
+/// The populated image and its snapshot's checkpoint number: files small
+/// and large (with indirect blocks), a directory of 400 entries (several
+/// directory blocks), nested directories, a symlink, extended attributes
+/// (inline and in their own block), several checkpoints and a snapshot,
+/// then a clean unmount.
+fn populated() -> (Vec<u8>, u64) {
+    let dev = MemDevice::new(DEV_LEN);
+    let mut o = MkfsOptions::new([7; 16], 0xc0ffee, 1_700_000_000, 0);
+    o.blocks_per_segment = 32;
+    o.discard = false;
+    format(&dev, &o).unwrap();
+    let dev: Arc<dyn BlockDevice> = Arc::new(dev);
+    let fs = Fs::mount(Arc::clone(&dev), opts()).unwrap();
+    let r = ROOT_INO;
+    let big = fs.mkdir(r, b"big", 0o755, 0, 0).unwrap();
+    for i in 0..400u32 {
+        let name = format!("entry-with-a-longish-name-{i:05}");
+        let f = fs.create(big.ino, name.as_bytes(), 0o644, 0, 0, 0).unwrap();
+        if i % 50 == 0 {
+            fs.write(f.ino, 0, &pattern(i as u8, 100)).unwrap();
+        }
+    }
+    fs.sync().unwrap();
+    let large = fs.create(r, b"large", 0o644, 0, 0, 0).unwrap();
+    fs.write(large.ino, 0, &pattern(1, 200_000)).unwrap();
+    let d = fs.mkdir(r, b"d", 0o750, 1000, 100).unwrap();
+    let e = fs.mkdir(d.ino, b"e", 0o700, 1000, 100).unwrap();
+    let small = fs.create(e.ino, b"small", 0o600, 1000, 100, 0).unwrap();
+    fs.write(small.ino, 0, b"small file").unwrap();
+    fs.symlink(r, b"link", b"d/e/small", 0, 0).unwrap();
+    fs.setxattr(small.ino, b"user.short", b"v", 0).unwrap();
+    fs.setxattr(large.ino, b"user.long", &pattern(9, 2000), 0)
+        .unwrap();
+    fs.sync().unwrap();
+    let snap = fs.make_checkpoint(true).unwrap();
+    fs.write(large.ino, 50_000, &pattern(2, 30_000)).unwrap();
+    fs.unlink(big.ino, b"entry-with-a-longish-name-00007")
+        .unwrap();
+    let late = fs.create(d.ino, b"late", 0o644, 0, 0, 0).unwrap();
+    fs.write(late.ino, 0, &pattern(3, 9000)).unwrap();
+    fs.sync().unwrap();
+    fs.make_checkpoint(false).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    let mut img = vec![0u8; DEV_LEN as usize];
+    dev.read_at(&mut img, 0).unwrap();
+    (img, snap)
+}
+
+/// Every metadata block of the image, by structure: the superblock pair,
+/// the summaries and super roots of every log a segment walk finds, and
+/// metadata blocks by their magic.
+fn structures(img: &[u8]) -> BTreeMap<Structure, Vec<u64>> {
+    let dev = MemDevice::from_vec(img.to_vec());
+    let pair = lfs::inspect::read_superblocks(&dev).unwrap();
+    let sb = pair.current().unwrap().clone();
+    let mut out: BTreeMap<Structure, Vec<u64>> = BTreeMap::new();
+    out.insert(Structure::Superblock, vec![0, sb.secondary_block()]);
+    for seg in 0..sb.nsegments {
+        let dump = lfs::inspect::dump_segment(&dev, &sb, seg).unwrap();
+        for log in &dump.logs {
+            let h = &log.summary.header;
+            let sums = out.entry(Structure::Summary).or_default();
+            sums.extend(log.block..log.block + u64::from(h.nsummary_blocks));
+            if h.has_super_root() {
+                let sr = log.block + u64::from(h.nblocks) - 1;
+                out.entry(Structure::SuperRoot).or_default().push(sr);
+            }
+            let body = log.block + u64::from(h.nsummary_blocks);
+            for b in body..body + u64::from(h.nentries) {
+                let at = b as usize * BS;
+                if let Some(s) = Structure::of_magic(&img[at..at + BS]) {
+                    out.entry(s).or_default().push(b);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What was read of the intact image by fsck, and by a mount, a walk of
+/// the tree and of the snapshot.
+fn blocks_read(img: &[u8], snap: u64) -> (BTreeSet<u64>, BTreeSet<u64>) {
+    let rec = Arc::new(Recording {
+        inner: MemDevice::from_vec(img.to_vec()),
+        read: Mutex::new(BTreeSet::new()),
+    });
+    let dev: Arc<dyn BlockDevice> = rec.clone();
+    let rep = lfs::fsck::fsck(Arc::clone(&dev)).unwrap();
+    assert!(rep.is_clean(), "the intact image: {:?}", rep.errors);
+    let by_fsck = std::mem::take(&mut *rec.read.lock().unwrap());
+    let walked = use_image(dev, snap).unwrap();
+    assert!(walked.is_ok(), "the intact image: {walked:?}");
+    let by_mount = std::mem::take(&mut *rec.read.lock().unwrap());
+    (by_fsck, by_mount)
+}
+
+/// Reads every name, attribute, extended attribute, file and link target
+/// under `ino`; the count of names read.
+fn walk(fs: &Fs, ino: u64) -> lfs::Result<u64> {
+    let mut n = 0;
+    let mut cookie = 0;
+    loop {
+        let batch = fs.readdir(ino, cookie)?;
+        let Some(last) = batch.last() else { break };
+        cookie = last.cookie;
+        for e in batch {
+            if e.name == b"." || e.name == b".." {
+                continue;
+            }
+            n += 1;
+            let a = fs.getattr(e.ino)?;
+            for name in fs.listxattr(e.ino)? {
+                fs.getxattr(e.ino, &name)?;
+            }
+            match e.kind {
+                FileType::Regular => {
+                    fs.read(e.ino, 0, a.size.min(1 << 20) as u32 + 1)?;
+                }
+                FileType::Symlink => {
+                    fs.readlink(e.ino)?;
+                }
+                FileType::Directory => n += walk(fs, e.ino)?,
+                _ => {}
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// How a mounted corrupted image was used.
+#[derive(Debug)]
+enum Used {
+    /// The mount was refused with this error.
+    Refused(lfs::Error),
+    /// Mounted; the walk (of the tree, then the snapshot) and a change
+    /// with its sync and the unmount: the first error, if any.
+    Mounted(Result<(), lfs::Error>),
+}
+
+impl Used {
+    fn is_ok(&self) -> bool {
+        matches!(self, Used::Mounted(Ok(())))
+    }
+}
+
+/// Mounts, walks the tree and the snapshot, makes one change, syncs and
+/// unmounts.
+fn use_image(dev: Arc<dyn BlockDevice>, snap: u64) -> Result<Used, String> {
+    let fs = match Fs::mount(dev, opts()) {
+        Ok(fs) => fs,
+        Err(e) => return Ok(Used::Refused(e)),
+    };
+    let r = (|| {
+        walk(&fs, ROOT_INO)?;
+        let view = fs.open_checkpoint(snap)?;
+        let w = walk(&view, ROOT_INO);
+        drop(view);
+        w?;
+        let f = fs.create(ROOT_INO, b"after", 0o644, 0, 0, 0)?;
+        fs.write(f.ino, 0, b"written after the corruption")?;
+        fs.sync()
+    })();
+    let u = fs.unmount();
+    Ok(Used::Mounted(r.and(u)))
+}
+
+/// One corruption: where, what, and the bytes it leaves.
+#[derive(Debug, Clone)]
+struct Case {
+    structure: Structure,
+    block: u64,
+    /// Byte offset in the block and the bytes written there.
+    offset: usize,
+    bytes: Vec<u8>,
+    how: &'static str,
+}
+
+impl std::fmt::Display for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} block {}, {} at byte {}",
+            self.structure.name(),
+            self.block,
+            self.how,
+            self.offset
+        )
+    }
+}
+
+impl Case {
+    fn random(rng: &mut SplitMix64, s: Structure, blocks: &[u64], img: &[u8]) -> Option<Case> {
+        let block = blocks[rng.below(blocks.len())];
+        let at = block as usize * BS;
+        let old = &img[at..at + BS];
+        // Mostly inside the checksummed bytes; a superblock also past them.
+        let span = if s == Structure::Superblock && rng.below(8) == 0 {
+            BS
+        } else {
+            s.covered()
+        };
+        let (how, offset, bytes) = match rng.below(5) {
+            0 | 1 => {
+                let off = rng.below(span);
+                let x = 1 + rng.below(255) as u8;
+                ("byte flip", off, vec![old[off] ^ x])
+            }
+            2 => {
+                let off = rng.below(span);
+                ("bit flip", off, vec![old[off] ^ (1 << rng.below(8))])
+            }
+            3 => {
+                let off = rng.below(span / 512) * 512;
+                ("512-byte zeroing", off, vec![0; 512])
+            }
+            _ => ("block zeroing", 0, vec![0; BS]),
+        };
+        let changed = old[offset..offset + bytes.len()] != bytes[..];
+        changed.then_some(Case {
+            structure: s,
+            block,
+            offset,
+            bytes,
+            how,
+        })
+    }
+
+    fn apply(&self, img: &[u8]) -> Vec<u8> {
+        let mut out = img.to_vec();
+        let at = self.block as usize * BS + self.offset;
+        out[at..at + self.bytes.len()].copy_from_slice(&self.bytes);
+        out
+    }
+
+    /// Whether a checksum covers a changed byte.
+    fn in_coverage(&self) -> bool {
+        self.offset < self.structure.covered()
+    }
+}
+
+/// What fsck and the mount made of one corrupted image.
+#[derive(Debug)]
+struct Outcome {
+    fsck: Result<lfs::fsck::FsckReport, lfs::Error>,
+    used: Used,
+}
+
+/// Runs fsck and [`use_image`] on `img` in a thread under `catch_unwind`;
+/// `Err` says it panicked or hung.
+fn examine(img: Vec<u8>, snap: u64) -> Result<Outcome, String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_vec(img));
+            let fsck = lfs::fsck::fsck(Arc::clone(&dev));
+            let used = use_image(dev, snap)?;
+            Ok(Outcome { fsck, used })
+        }));
+        let _ = tx.send(r);
+    });
+    match rx.recv_timeout(WATCHDOG) {
+        Ok(Ok(r)) => r,
+        Ok(Err(p)) => Err(format!(
+            "panic: {}",
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default()
+        )),
+        Err(_) => Err(format!("hang: no answer in {WATCHDOG:?}")),
+    }
+}
+
+/// Whether an error from a corrupted image is one it may give: one naming
+/// the damaged structure, or read-only.
+fn acceptable(e: &lfs::Error) -> bool {
+    match e {
+        lfs::Error::Corrupted { .. } | lfs::Error::ReadOnly(_) => true,
+        lfs::Error::Unsupported(m) => m.contains("superblock"),
+        _ => false,
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    per: BTreeMap<Structure, u64>,
+    noticed: u64,
+    unnoticed_outside: u64,
+    refused: u64,
+    failures: Vec<String>,
+}
+
+fn cases() -> usize {
+    if std::env::var_os("LFS_LONG").is_some() {
+        std::env::var("LFS_CORRUPT_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(20_000)
+    } else {
+        BOUNDED_CASES
+    }
+}
+
+#[test]
+fn corrupted_metadata_is_refused_or_reported_never_a_panic_or_hang() {
+    let (img, snap) = populated();
+    let map = structures(&img);
+    for s in Structure::ALL {
+        assert!(
+            map.get(&s).is_some_and(|b| !b.is_empty()),
+            "the image has no {} block: {map:?}",
+            s.name()
+        );
+    }
+    let (by_fsck, by_mount) = blocks_read(&img, snap);
+    let last_cno = lfs::fsck::fsck(Arc::new(MemDevice::from_vec(img.clone())))
+        .unwrap()
+        .cno;
+    let mut rng = SplitMix64(0xc0a7);
+    let mut t = Tally::default();
+    let n = cases();
+    let mut i = 0;
+    while t.per.values().sum::<u64>() < n as u64 {
+        let s = Structure::ALL[i % Structure::ALL.len()];
+        i += 1;
+        let Some(c) = Case::random(&mut rng, s, &map[&s], &img) else {
+            continue;
+        };
+        *t.per.entry(s).or_default() += 1;
+        let o = match examine(c.apply(&img), snap) {
+            Ok(o) => o,
+            Err(e) => {
+                t.failures.push(format!("{c}: {e}"));
+                continue;
+            }
+        };
+        let fsck_found = match &o.fsck {
+            Ok(r) => !r.is_clean(),
+            Err(e) => {
+                if !acceptable(e) {
+                    t.failures
+                        .push(format!("{c}: fsck failed with an unexpected error: {e}"));
+                }
+                true
+            }
+        };
+        match &o.used {
+            Used::Refused(e) => {
+                t.refused += 1;
+                if !acceptable(e) {
+                    t.failures
+                        .push(format!("{c}: mount refused with an unexpected error: {e}"));
+                }
+            }
+            Used::Mounted(Err(e)) if !acceptable(e) => t
+                .failures
+                .push(format!("{c}: mounted, then an unexpected error: {e}")),
+            Used::Mounted(_) => {}
+        }
+        let live = by_fsck.contains(&c.block) && c.in_coverage();
+        if fsck_found || !o.used.is_ok() {
+            t.noticed += 1;
+        } else {
+            t.unnoticed_outside += 1;
+        }
+        if live && !fsck_found {
+            t.failures.push(format!(
+                "{c}: a block fsck reads (mount reads it: {}) was corrupted in checksummed \
+                 bytes but fsck found nothing (it checked checkpoint {:?} of {last_cno}); \
+                 mount: {:?}",
+                by_mount.contains(&c.block),
+                o.fsck.as_ref().map(|r| r.cno).ok(),
+                o.used
+            ));
+        }
+    }
+    let per: Vec<String> = t
+        .per
+        .iter()
+        .map(|(s, n)| format!("{} {n}", s.name()))
+        .collect();
+    let panics = t.failures.iter().filter(|f| f.contains("panic:")).count();
+    let hangs = t.failures.iter().filter(|f| f.contains("hang:")).count();
+    println!(
+        "corrupt images: {n} corruptions ({}), {} noticed by fsck or mount ({} mounts refused), \
+         {} in unread or unchecksummed bytes, {panics} panics, {hangs} hangs",
+        per.join(", "),
+        t.noticed,
+        t.refused,
+        t.unnoticed_outside
+    );
+    assert!(
+        t.failures.is_empty(),
+        "{} of {n} corrupted images failed; the first ones:\n{}",
+        t.failures.len(),
+        t.failures
+            .iter()
+            .take(10)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The image with `len` bytes at byte `at` XORed with 0xff.
+fn flipped(img: &[u8], at: usize, len: usize) -> Vec<u8> {
+    let mut out = img.to_vec();
+    for b in &mut out[at..at + len] {
+        *b ^= 0xff;
+    }
+    out
+}
+
+/// Found by this test: with the last log damaged, recovery fell back to
+/// the checkpoint before it (the older superblock copy's cursor) and
+/// mounted it as if nothing were wrong, fsck clean.
+#[test]
+fn a_damaged_last_checkpoint_is_refused_not_silently_rolled_back() {
+    let (img, _) = populated();
+    let dev = MemDevice::from_vec(img.clone());
+    let sb = lfs::inspect::read_superblocks(&dev)
+        .unwrap()
+        .current()
+        .unwrap()
+        .clone();
+    let at = sb.last_log_block as usize * BS;
+    // The log header's sequence number (byte 32): the summary fails its
+    // checksum.
+    let bad = flipped(&img, at + 32, 1);
+    let e = Fs::mount(Arc::new(MemDevice::from_vec(bad.clone())), opts()).unwrap_err();
+    let shown = e.to_string();
+    assert!(
+        matches!(e, lfs::Error::Corrupted { .. })
+            && shown.contains(&format!(
+                "checkpoint log at block {}, where the superblock names checkpoint {}",
+                sb.last_log_block, sb.last_cno
+            ))
+            && shown.contains("log summary: checksum mismatch"),
+        "{shown}"
+    );
+    let rep = lfs::fsck::fsck(Arc::new(MemDevice::from_vec(bad))).unwrap();
+    assert!(
+        rep.errors.iter().any(|e| e.contains("no valid checkpoint")),
+        "{:?}",
+        rep.errors
+    );
+}
+
+#[test]
+fn fsck_reports_a_damaged_superblock_copy_the_mount_does_without() {
+    let (img, _) = populated();
+    let secondary = DEV_LEN as usize - BS;
+    for (at, copy) in [(0, "primary"), (secondary, "secondary")] {
+        // The label (byte 104 on): inside the checksummed 512 bytes.
+        let bad = flipped(&img, at + 104, 4);
+        let rep = lfs::fsck::fsck(Arc::new(MemDevice::from_vec(bad.clone()))).unwrap();
+        let want = format!("{copy} superblock: superblock: checksum mismatch");
+        assert!(
+            rep.errors.len() == 1 && rep.errors[0].starts_with(&want),
+            "{copy}: {:?}",
+            rep.errors
+        );
+        let fs = Fs::mount(Arc::new(MemDevice::from_vec(bad)), opts()).unwrap();
+        assert!(walk(&fs, ROOT_INO).unwrap() > 400);
+        fs.unmount().unwrap();
+    }
+    // Both copies: a damaged lfs filesystem for fsck (not a foreign one),
+    // refused by the mount, which names the superblocks.
+    let bad = flipped(&flipped(&img, 104, 4), secondary + 104, 4);
+    let rep = lfs::fsck::fsck(Arc::new(MemDevice::from_vec(bad.clone()))).unwrap();
+    assert_eq!(rep.errors.len(), 2, "{:?}", rep.errors);
+    let e = Fs::mount(Arc::new(MemDevice::from_vec(bad)), opts()).unwrap_err();
+    assert!(e.to_string().contains("no valid lfs superblock"), "{e}");
+    // Zeros are not lfs: an error, not a report.
+    assert!(lfs::fsck::fsck(Arc::new(MemDevice::new(DEV_LEN))).is_err());
+}
