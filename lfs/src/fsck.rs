@@ -245,6 +245,12 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
                 inode.xattr_block,
                 &format!("inode {ino} xattr block"),
             );
+            let decoded = st
+                .read_virtual(inode.xattr_block)
+                .and_then(|b| crate::fs::xattr::decode(&b, st.seed));
+            if let Err(e) = decoded {
+                r.errors.push(format!("inode {ino}: {e}"));
+            }
         }
     }
 

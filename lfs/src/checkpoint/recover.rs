@@ -206,6 +206,11 @@ impl State {
                 reason(&pair.secondary)
             )));
         };
+        for (copy, r) in [("primary", &pair.primary), ("secondary", &pair.secondary)] {
+            if let Err(e) = r {
+                log::warn!("{copy} superblock unusable ({e}): using the other copy");
+            }
+        }
         if sb.read_only_only() && !read_only {
             return Err(Error::ReadOnly(format!(
                 ": unknown ro-compat features {:#x}; mount read-only",
