@@ -150,7 +150,7 @@ mod tests {
                 E::Corrupted {
                     what: "summary",
                     location: "block 7".into(),
-                    source: lfs::format::DecodeError::Truncated {
+                    reason: lfs::format::DecodeError::Truncated {
                         what: "summary",
                         needed: 2,
                         got: 1,

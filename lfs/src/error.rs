@@ -18,16 +18,18 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// On-disk data failed verification.
-    #[error("corrupted {what} at {location}")]
+    /// On-disk data failed verification. The message includes the reason
+    /// (it is not the error's `source`): every report of a corruption,
+    /// from fsck's lines to fsd's log and mount refusal, then says which
+    /// structure failed and how.
+    #[error("corrupted {what} at {location}: {reason}")]
     Corrupted {
         /// Which structure.
         what: &'static str,
         /// Where it was found (byte offset, block or segment number).
         location: String,
         /// Why decoding failed.
-        #[source]
-        source: crate::format::DecodeError,
+        reason: crate::format::DecodeError,
     },
     /// The device does not hold an lfs filesystem, or holds one this
     /// version cannot use.

@@ -52,19 +52,47 @@ const S_IFMT: u32 = 0o170000;
 
 /// Checks the filesystem on `dev` without writing to it.
 pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
+    // Both copies must be valid: a damaged one leaves the filesystem a
+    // single superblock from being unmountable.
+    let pair = crate::inspect::read_superblocks(dev.as_ref())?;
+    let mut sb_errors = Vec::new();
+    for (copy, r) in [("primary", &pair.primary), ("secondary", &pair.secondary)] {
+        if let Err(e) = r {
+            sb_errors.push(format!("{copy} superblock: {e}"));
+        }
+    }
     let (mut st, rep) = match State::recover(dev, true) {
         Ok(x) => x,
+        // Both copies unusable, at least one an lfs superblock that fails
+        // its checksum or holds an impossible field: a damaged lfs
+        // filesystem, not a foreign one or a newer format.
+        Err(crate::Error::Unsupported(_))
+            if [&pair.primary, &pair.secondary].iter().any(|r| {
+                matches!(
+                    r,
+                    Err(crate::format::DecodeError::BadChecksum { .. }
+                        | crate::format::DecodeError::InvalidField { .. })
+                )
+            }) =>
+        {
+            return Ok(FsckReport {
+                errors: sb_errors,
+                ..FsckReport::default()
+            });
+        }
         // No checkpoint to check is itself the finding.
         Err(e @ crate::Error::Corrupted { .. }) => {
+            sb_errors.push(format!("no valid checkpoint: {e}"));
             return Ok(FsckReport {
-                errors: vec![format!("no valid checkpoint: {e}")],
+                errors: sb_errors,
                 ..FsckReport::default()
-            })
+            });
         }
         Err(e) => return Err(e),
     };
     let mut r = FsckReport {
         cno: rep.cno,
+        errors: sb_errors,
         ..FsckReport::default()
     };
     let mut live: BTreeMap<u64, u32> = BTreeMap::new();
@@ -217,6 +245,12 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
                 inode.xattr_block,
                 &format!("inode {ino} xattr block"),
             );
+            let decoded = st
+                .read_virtual(inode.xattr_block)
+                .and_then(|b| crate::fs::xattr::decode(&b, st.seed));
+            if let Err(e) = decoded {
+                r.errors.push(format!("inode {ino}: {e}"));
+            }
         }
     }
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use crate::blockdev::BlockDevice;
 use crate::checkpoint::history::History;
 use crate::format::{
-    CheckpointEntry, CpFileHeader, LogHeader, LogSummary, MetaKind, SuperRoot, Superblock,
+    CheckpointEntry, CpFileHeader, DecodeError, LogHeader, LogSummary, MetaKind, SuperRoot,
+    Superblock,
 };
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::{read_block, Loaded, State};
@@ -42,58 +43,112 @@ struct Found {
     super_root: Option<SuperRoot>,
 }
 
-/// The valid log at `block`, or None if there is none (the end of the
-/// chain). An I/O error is an error, never the end of the chain: taking it
-/// for one would mount an older checkpoint and write over the logs after
-/// it.
-fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Result<Option<Found>> {
+/// Why a block does not start a usable log.
+enum Rejected {
+    /// The device failed to read it.
+    Io(Error),
+    /// It does not decode or verify.
+    Bad(DecodeError),
+}
+
+impl From<Error> for Rejected {
+    fn from(e: Error) -> Self {
+        Rejected::Io(e)
+    }
+}
+
+impl From<DecodeError> for Rejected {
+    fn from(e: DecodeError) -> Self {
+        Rejected::Bad(e)
+    }
+}
+
+fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Result<Found, Rejected> {
     let bs = sb.block_size as usize;
-    let Some(seg) = sb.segment_of(block) else {
-        return Ok(None);
+    let invalid = |field, value| DecodeError::InvalidField {
+        what: "log",
+        field,
+        value,
     };
+    let seg = sb.segment_of(block).ok_or(invalid("block", block))?;
     let seg_end = sb.segment_start(seg) + u64::from(sb.blocks_per_segment);
     let first = read_block(dev, block, bs)?;
-    let Ok(header) = LogHeader::decode_unverified(&first) else {
-        return Ok(None);
-    };
+    let header = LogHeader::decode_unverified(&first)?;
     if block + u64::from(header.nblocks) > seg_end {
-        return Ok(None);
+        return Err(invalid("block count", header.nblocks.into()).into());
     }
     let mut sum = first;
     for b in 1..u64::from(header.nsummary_blocks) {
         sum.extend(read_block(dev, block + b, bs)?);
     }
-    let Ok(summary) = LogSummary::decode(&sum, bs, sb.crc_seed) else {
-        return Ok(None);
-    };
+    let summary = LogSummary::decode(&sum, bs, sb.crc_seed)?;
     let nbody = u64::from(header.nblocks - header.nsummary_blocks);
     let start = block + u64::from(header.nsummary_blocks);
     let body: Vec<Vec<u8>> = (0..nbody)
         .map(|i| read_block(dev, start + i, bs))
         .collect::<Result<_>>()?;
     let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
-    if summary.verify_body(sb.crc_seed, &refs).is_err() {
-        return Ok(None);
-    }
+    summary.verify_body(sb.crc_seed, &refs)?;
     let super_root = if header.has_super_root() {
-        let Some(Ok(sr)) = body.last().map(|b| SuperRoot::decode(b, sb.crc_seed)) else {
-            return Ok(None);
-        };
-        if sr.seq != header.seq || sr.cno != header.cno {
-            return Ok(None);
+        let last = body
+            .last()
+            .ok_or(invalid("block count", header.nblocks.into()))?;
+        let sr = SuperRoot::decode(last, sb.crc_seed)?;
+        if sr.seq != header.seq {
+            return Err(invalid("super root sequence", sr.seq).into());
+        }
+        if sr.cno != header.cno {
+            return Err(invalid("super root checkpoint", sr.cno).into());
         }
         Some(sr)
     } else {
         None
     };
-    Ok(Some(Found {
+    Ok(Found {
         block,
         header,
         super_root,
-    }))
+    })
 }
 
-/// Follows the log chain from `start` (whose sequence must be `seq`).
+/// The error for a superblock whose checkpoint was not found: its log, at
+/// the superblock's cursor, was written and flushed before the superblock
+/// named it, and its segment is not reused until a later superblock names
+/// a later checkpoint (`Fs::release_freed`), so only damage (or a device
+/// that lost flushed writes) makes recovery fall back to an older one.
+fn missing_checkpoint(dev: &dyn BlockDevice, sb: &Superblock, found: Option<u64>) -> Error {
+    let at = sb.last_log_block;
+    let source = match read_log(dev, sb, at) {
+        Err(Rejected::Io(e)) => return e,
+        Err(Rejected::Bad(d)) => d,
+        Ok(l) if l.header.seq != sb.last_seq => DecodeError::InvalidField {
+            what: "log",
+            field: "sequence",
+            value: l.header.seq,
+        },
+        Ok(l) => DecodeError::InvalidField {
+            what: "log",
+            field: "checkpoint",
+            value: l.header.cno,
+        },
+    };
+    Error::Corrupted {
+        what: "checkpoint log",
+        location: format!(
+            "block {at}, where the superblock names checkpoint {}{}",
+            sb.last_cno,
+            found.map_or(String::new(), |c| format!(
+                " (only checkpoint {c} was found)"
+            ))
+        ),
+        reason: source,
+    }
+}
+
+/// Follows the log chain from `start` (whose sequence must be `seq`). A
+/// block that does not hold a valid log ends the chain; a read the device
+/// fails is an error, never the end of the chain: taking it for one
+/// would mount an older checkpoint and write over the logs after it.
 fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Result<Vec<Found>> {
     let mut logs: Vec<Found> = Vec::new();
     let mut pos = start;
@@ -101,7 +156,12 @@ fn scan(dev: &dyn BlockDevice, sb: &Superblock, start: u64, seq: u64) -> Result<
     let mut jumped_for = None;
     let limit = sb.nsegments * u64::from(sb.blocks_per_segment);
     for _ in 0..limit {
-        let ok = read_log(dev, sb, pos)?.filter(|l| {
+        let found = match read_log(dev, sb, pos) {
+            Ok(l) => Some(l),
+            Err(Rejected::Io(e)) => return Err(e),
+            Err(Rejected::Bad(_)) => None,
+        };
+        let ok = found.filter(|l| {
             if logs.is_empty() {
                 l.header.seq == seq
             } else {
@@ -154,6 +214,11 @@ impl State {
                 reason(&pair.secondary)
             )));
         };
+        for (copy, r) in [("primary", &pair.primary), ("secondary", &pair.secondary)] {
+            if let Err(e) = r {
+                log::warn!("{copy} superblock unusable ({e}): using the other copy");
+            }
+        }
         if sb.read_only_only() && !read_only {
             return Err(Error::ReadOnly(format!(
                 ": unknown ro-compat features {:#x}; mount read-only",
@@ -171,16 +236,13 @@ impl State {
                 logs = scan(dev.as_ref(), &sb, o.last_log_block, o.last_seq)?;
             }
         }
-        let Some(last_sr) = logs.iter().rposition(|l| l.super_root.is_some()) else {
-            return Err(Error::Corrupted {
-                what: "checkpoint",
-                location: format!("log at block {} named by the superblock", sb.last_log_block),
-                source: crate::format::DecodeError::InvalidField {
-                    what: "log",
-                    field: "super root",
-                    value: sb.last_log_block,
-                },
-            });
+        // Never silently older than the checkpoint the superblock names.
+        let last_sr = match logs.iter().rposition(|l| l.super_root.is_some()) {
+            Some(i) if logs[i].header.cno >= sb.last_cno => i,
+            found => {
+                let found = found.map(|i| logs[i].header.cno);
+                return Err(missing_checkpoint(dev.as_ref(), &sb, found));
+            }
         };
         let max_seq = logs
             .iter()
@@ -281,7 +343,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
             Error::Corrupted {
                 what: "metadata block",
                 location: format!("block {p}"),
-                source,
+                reason: source,
             }
         })?;
         Ok(b)
@@ -320,7 +382,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         move |source| Error::Corrupted {
             what,
             location: format!("checkpoint {}", sr.cno),
-            source,
+            reason: source,
         }
     };
     let cp_header = CpFileHeader::decode(&cp_rec(0)?).map_err(corrupt("checkpoint file header"))?;
@@ -376,7 +438,7 @@ fn load_history(
                 Error::Corrupted {
                     what: "checkpoint entry",
                     location: format!("checkpoint {slot} (checkpoint file block {b})"),
-                    source,
+                    reason: source,
                 }
             })?;
             if e.cno == slot {

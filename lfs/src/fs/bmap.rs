@@ -130,7 +130,7 @@ impl BlockMap {
         let ptrs = decode_node(&block).map_err(|source| crate::Error::Corrupted {
             what: "indirect block",
             location: format!("block address {addr}"),
-            source,
+            reason: source,
         })?;
         for (j, a) in ptrs.into_iter().enumerate() {
             if a == 0 {

@@ -63,7 +63,7 @@ impl Directory {
             let corrupt = |source| Error::Corrupted {
                 what: "directory block",
                 location: format!("directory block {bi}"),
-                source,
+                reason: source,
             };
             MetaBlockHeader::verify(b, MetaKind::Dir, seed).map_err(corrupt)?;
             let mut off = META_HEADER_SIZE;

@@ -34,7 +34,7 @@ impl State {
             Error::Corrupted {
                 what: "checkpoint entry",
                 location: format!("checkpoint {cno}"),
-                source,
+                reason: source,
             }
         })
     }

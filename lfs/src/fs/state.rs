@@ -257,7 +257,7 @@ impl State {
         MetaBlockHeader::verify(&b, kind, self.seed).map_err(|source| Error::Corrupted {
             what: "metadata block",
             location: format!("block {p}"),
-            source,
+            reason: source,
         })?;
         Ok(b)
     }
@@ -283,7 +283,7 @@ impl State {
             return Err(Error::Corrupted {
                 what: "block map",
                 location: format!("virtual block {v}"),
-                source: crate::format::DecodeError::InvalidField {
+                reason: crate::format::DecodeError::InvalidField {
                     what: "DAT entry",
                     field: "physical block",
                     value: p,
@@ -301,7 +301,7 @@ impl State {
                 Error::Corrupted {
                     what: "indirect block",
                     location: format!("inode {} virtual block {v}", inode.ino),
-                    source,
+                    reason: source,
                 }
             })?;
             Ok(b)
@@ -325,7 +325,7 @@ impl State {
                 let corrupt = |source| Error::Corrupted {
                     what: "inode file block",
                     location: format!("inode file block {b}"),
-                    source,
+                    reason: source,
                 };
                 MetaBlockHeader::verify(&blk, MetaKind::Ifile, self.seed).map_err(corrupt)?;
                 (0..per)

@@ -49,7 +49,7 @@ pub fn decode(block: &[u8], seed: u32) -> Result<BTreeMap<Vec<u8>, Vec<u8>>> {
     let corrupt = |source| Error::Corrupted {
         what: "extended attribute block",
         location: "xattr block".into(),
-        source,
+        reason: source,
     };
     MetaBlockHeader::verify(block, MetaKind::Xattr, seed).map_err(corrupt)?;
     let mut r = Reader::new(block, "extended attribute", 0).map_err(corrupt)?;

@@ -165,7 +165,13 @@ pub fn read_superblocks(dev: &dyn BlockDevice) -> Result<SuperblockPair> {
         };
         let r = decode_secondary(&b, off, len);
         let ok = r.is_ok();
-        if ok || secondary.is_err() {
+        // Past a damaged copy that is an lfs superblock, the other
+        // candidates only say "bad magic": report the damaged one.
+        let lfs_found = !matches!(
+            secondary,
+            Err(DecodeError::BadMagic { .. } | DecodeError::Truncated { .. })
+        );
+        if ok || !lfs_found {
             secondary = r;
             secondary_offset = Some(off);
         }

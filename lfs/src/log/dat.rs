@@ -70,7 +70,7 @@ impl Dat {
                         let corrupt = |source| Error::Corrupted {
                             what: "DAT block",
                             location: format!("DAT block {bi}"),
-                            source,
+                            reason: source,
                         };
                         if j == 0 {
                             MetaBlockHeader::verify(b, MetaKind::Dat, seed).map_err(corrupt)?;

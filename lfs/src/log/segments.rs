@@ -71,7 +71,7 @@ impl Segments {
             let corrupt = |source| Error::Corrupted {
                 what: "segment usage block",
                 location: format!("segment usage block {}", slot / per),
-                source,
+                reason: source,
             };
             if slot % per == 0 {
                 MetaBlockHeader::verify(b, MetaKind::Sufile, seed).map_err(corrupt)?;
