@@ -7,85 +7,25 @@
 #[path = "fsd_mount/harness.rs"]
 mod harness;
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::*;
-use lfs_e2e::{built_binary, run, temp_dir, Output};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use lfs_e2e::temp_dir;
+use nix::sys::signal::Signal;
 
 const CHUNK: usize = 64 << 10;
-
-fn fsctl(args: &[&str]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
-}
-
-fn df(sock: &str) -> serde_json::Value {
-    let o = fsctl(&["df", "--json", sock]).assert_success();
-    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {o}"))
-}
 
 /// Chunk `c` of version `v`.
 fn chunk(c: u64, v: u32) -> Vec<u8> {
     pattern(CHUNK, c.wrapping_mul(1_000_003) ^ u64::from(v) << 40 | 1)
 }
 
-struct Cleanerd(Child);
-
-impl Drop for Cleanerd {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn start_cleanerd(dir: &Path, sock: &str) -> (Cleanerd, std::path::PathBuf) {
-    let conf = dir.join("cleanerd.conf");
-    std::fs::write(
-        &conf,
-        "protection_period = 0\n\
-         min_clean_segments = \"25%\"\n\
-         max_clean_segments = \"40%\"\n\
-         clean_check_interval = \"0.2s\"\n\
-         selection_policy = \"greedy\"\n\
-         nsegments_per_clean = 4\n\
-         mc_nsegments_per_clean = 8\n\
-         cleaning_interval = \"0.2s\"\n\
-         mc_cleaning_interval = \"0.05s\"\n\
-         retry_interval = \"1s\"\n\
-         min_reclaimable_blocks = \"5%\"\n\
-         mc_min_reclaimable_blocks = \"1%\"\n",
-    )
-    .unwrap();
-    let log = dir.join("cleanerd.log");
-    let out = File::create(&log).unwrap();
-    let child = Command::new(built_binary("cleanerd"))
-        .arg("-c")
-        .arg(&conf)
-        .arg(sock)
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("starting cleanerd");
-    (Cleanerd(child), log)
-}
-
 #[test]
 fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
     let tmp = temp_dir();
-    let image = tmp.path().join("clean.img");
-    run(
-        Command::new(built_binary("mkfs-lfs"))
-            .args(["-q", "--size", "96M", "-B", "256"])
-            .arg(&image),
-        CMD_TIMEOUT,
-    )
-    .assert_success();
+    let image = mkfs_with(tmp.path(), "clean.img", &["--size", "96M", "-B", "256"]);
     let mnt = mkdir(tmp.path(), "mnt");
     let mut fsd = Fsd::start(&image, &mnt, &[]);
     let sock = mnt.with_extension("sock");
@@ -106,11 +46,12 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
         f.write_all_at(&chunk(c, 0), c * CHUNK as u64).unwrap();
     }
     f.sync_all().unwrap();
-    let d = df(s);
+    let d = df_json(s);
     let free = d["free_bytes"].as_u64().unwrap();
     assert!(free > 32 << 20, "{d}");
 
-    let (mut cleanerd, log) = start_cleanerd(tmp.path(), s);
+    let mut cleanerd = Cleanerd::start(tmp.path(), s);
+    let log = cleanerd.log.clone();
     // Overwrite 5× the free space at random, skewed 80/20, syncing every
     // 64 chunks (each sync is a checkpoint that keeps what it replaced
     // until cleanerd deletes it).
@@ -132,7 +73,7 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
         if let Err(e) = f.write_all_at(&chunk(c, ver[c as usize]), c * CHUNK as u64) {
             panic!(
                 "write {i} after {written} of {total} bytes: {e}\ndf: {}\ncleanerd:\n{}\nfsd:\n{}",
-                df(s),
+                df_json(s),
                 std::fs::read_to_string(&log).unwrap_or_default(),
                 fsd.log()
             );
@@ -148,7 +89,7 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
         );
     }
     f.sync_all().unwrap();
-    if let Some(st) = cleanerd.0.try_wait().unwrap() {
+    if let Some(st) = cleanerd.child.try_wait().unwrap() {
         panic!(
             "cleanerd exited with {st}:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
@@ -172,9 +113,7 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
         );
     }
     drop(f);
-    kill(Pid::from_raw(cleanerd.0.id() as i32), Signal::SIGTERM).unwrap();
-    let st = cleanerd.0.wait().unwrap();
-    assert!(st.success(), "cleanerd on SIGTERM: {st}");
+    cleanerd.terminate();
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
     assert_fsck_clean(&image, "after the workload");

@@ -7,6 +7,8 @@
 //! A [`Fsd`] guard kills its daemon and lazily unmounts on drop, so a
 //! failing test leaves no mount behind.
 
+// Shared with the other whole-system tests; each uses part of it.
+#[allow(dead_code)]
 #[path = "fsd_mount/harness.rs"]
 mod harness;
 

@@ -46,10 +46,16 @@ pub fn require_fuse() {
 
 /// Formats a fresh image `name` in `dir`.
 pub fn mkfs(dir: &Path, name: &str) -> PathBuf {
+    mkfs_with(dir, name, &["--size", IMAGE_SIZE])
+}
+
+/// Formats a fresh image `name` in `dir` with mkfs.lfs options `args`.
+pub fn mkfs_with(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     let image = dir.join(name);
     run_ok(
         Command::new(built_binary("mkfs-lfs"))
-            .args(["-q", "--size", IMAGE_SIZE])
+            .arg("-q")
+            .args(args)
             .arg(&image),
         CMD_TIMEOUT,
     );
@@ -288,6 +294,96 @@ pub fn lazy_unmount(path: &Path) {
             eprintln!("cleaning up the mount at {}: {out}", path.display());
             return;
         }
+    }
+}
+
+/// Runs `fsctl args` (its exit status is the caller's to check).
+pub fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
+    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+}
+
+/// `fsctl df --json` of the fsd on `sock`.
+pub fn df_json(sock: &str) -> serde_json::Value {
+    let o = fsctl(&["df", "--json", sock]).assert_success();
+    serde_json::from_str(&o.stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {o}"))
+}
+
+/// A configuration that makes cleanerd clean eagerly on a small image:
+/// no protection period, passes every 0.2 s once a quarter of the
+/// segments are no longer clean.
+pub const EAGER_CLEANERD_CONF: &str = "protection_period = 0\n\
+     min_clean_segments = \"25%\"\n\
+     max_clean_segments = \"40%\"\n\
+     clean_check_interval = \"0.2s\"\n\
+     selection_policy = \"greedy\"\n\
+     nsegments_per_clean = 4\n\
+     mc_nsegments_per_clean = 8\n\
+     cleaning_interval = \"0.2s\"\n\
+     mc_cleaning_interval = \"0.05s\"\n\
+     retry_interval = \"1s\"\n\
+     min_reclaimable_blocks = \"5%\"\n\
+     mc_min_reclaimable_blocks = \"1%\"\n";
+
+/// A running cleanerd; dropping it kills it.
+pub struct Cleanerd {
+    pub child: Child,
+    /// Its log (every cleanerd started in the same directory appends).
+    pub log: PathBuf,
+}
+
+impl Cleanerd {
+    /// Starts cleanerd with [`EAGER_CLEANERD_CONF`] (written to
+    /// `dir/cleanerd.conf`) on fsd's socket `sock`, logging at info level
+    /// to `dir/cleanerd.log`.
+    pub fn start(dir: &Path, sock: &str) -> Cleanerd {
+        let conf = dir.join("cleanerd.conf");
+        fs::write(&conf, EAGER_CLEANERD_CONF).unwrap();
+        let log = dir.join("cleanerd.log");
+        let out = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()));
+        let child = Command::new(built_binary("cleanerd"))
+            .arg("-c")
+            .arg(&conf)
+            .args(["--log-level", "info"])
+            .arg(sock)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("duplicating the log file"))
+            .stderr(out)
+            .spawn()
+            .expect("starting cleanerd");
+        Cleanerd { child, log }
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        kill(Pid::from_raw(self.child.id() as i32), signal)
+            .unwrap_or_else(|e| panic!("sending {signal} to cleanerd: {e}"));
+    }
+
+    /// Sends SIGTERM and asserts that cleanerd exits 0.
+    pub fn terminate(&mut self) {
+        self.signal(Signal::SIGTERM);
+        let status = self.child.wait().expect("waiting for cleanerd");
+        assert!(
+            status.success(),
+            "cleanerd on SIGTERM: {status}\n{}",
+            self.log()
+        );
+    }
+}
+
+impl Drop for Cleanerd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
