@@ -302,6 +302,7 @@ fn block_entries(c: &mut Corpus, k1: &Image) {
     };
     c.add(T, "good-indirect3", enc(BlockKind::Indirect(3)));
     c.add(T, "good-xattr", enc(BlockKind::Xattr));
+    c.add(T, "good-inode", enc(BlockKind::Inode));
     c.add(
         T,
         "bad-field-kind-0",
@@ -309,8 +310,8 @@ fn block_entries(c: &mut Corpus, k1: &Image) {
     );
     c.add(
         T,
-        "bad-field-kind-6",
-        patched(&mkfs_entry, ENTRY_KIND, &[6]),
+        "bad-field-kind-7",
+        patched(&mkfs_entry, ENTRY_KIND, &[7]),
     );
     c.add(T, "bad-truncated-31", mkfs_entry[..31].to_vec());
 }

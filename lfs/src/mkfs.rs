@@ -239,7 +239,7 @@ fn initial_superblock(geo: &Geometry, opts: &MkfsOptions) -> Superblock {
         version_minor: format::FORMAT_VERSION_MINOR,
         feature_compat: 0,
         feature_ro_compat: 0,
-        feature_incompat: 0,
+        feature_incompat: format::FEATURE_INCOMPAT_DATA_SYNC,
         block_size: geo.block_size,
         blocks_per_segment: geo.blocks_per_segment,
         total_blocks: geo.total_blocks,

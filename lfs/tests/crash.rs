@@ -98,7 +98,7 @@ fn the_workload_writes_enough_to_crash_inside_every_step() {
     assert!(writes > 20, "only {writes} writes");
     assert_eq!(
         j.acked.len(),
-        19,
+        22,
         "the workload's acknowledged states changed"
     );
     let last = rec.unwrap();

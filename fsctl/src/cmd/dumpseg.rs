@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use lfs::format::{BlockKind, LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT};
+use lfs::format::{
+    BlockKind, LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, LOG_FLAG_SYNC_END,
+};
 use lfs::inspect::{check_segment, dump_segment, SegmentDump};
 use lfs_proto::msg::{GetSegSummary, SegSummary, SUPER_ROOT_DAMAGED, SUPER_ROOT_VALID};
 use serde_json::{json, Value};
@@ -182,6 +184,7 @@ fn flag_names(flags: u16) -> Vec<&'static str> {
         (LOG_FLAG_SUPER_ROOT, "super-root"),
         (LOG_FLAG_DATA_SYNC, "data-sync"),
         (LOG_FLAG_GC, "gc"),
+        (LOG_FLAG_SYNC_END, "sync-end"),
     ]
     .iter()
     .filter(|(f, _)| flags & f != 0)

@@ -57,9 +57,9 @@ pub struct Plan {
     pub gc_blocks: u64,
 }
 
-struct Payload {
-    entry: BlockEntry,
-    data: Arc<Vec<u8>>,
+pub(super) struct Payload {
+    pub(super) entry: BlockEntry,
+    pub(super) data: Arc<Vec<u8>>,
 }
 
 fn node_first_offset(map: &BlockMap, id: NodeId, p: u64) -> u64 {
@@ -89,14 +89,13 @@ impl State {
         let p = crate::fs::bmap::ptrs_per_node(bs);
         let freed = self.segs.collect_free();
         let mut gc = std::mem::take(&mut self.gc_queue);
-        // A block freed since cleaning read it (its checkpoints deleted)
-        // is not moved.
-        gc.retain(|g| self.dat.phys(g.vblock) == g.from);
         let mut virt: Vec<Payload> = Vec::new();
         let mut allocated: Vec<u64> = Vec::new();
         self.inflight.clear();
-        // Every dirty block goes into this checkpoint's logs.
+        // Every dirty block goes into this checkpoint's logs, with the
+        // metadata of those data-sync logs placed.
         self.dirty_blocks = 0;
+        self.dsync_placed = 0;
 
         // 1. User files.
         let mut inos: Vec<u64> = self
@@ -194,6 +193,11 @@ impl State {
         self.ifile.blocks =
             self.ifile_map.len() as u64 + self.ifile_map.node_addrs().count() as u64;
         self.ifile.mtime = (now_s) as i64;
+
+        // A block freed since cleaning read it (its checkpoints deleted,
+        // or, placed by a data-sync log, overwritten: by steps 1 and 2
+        // too) is not moved.
+        gc.retain(|g| self.dat.phys(g.vblock) == g.from);
 
         // 3. Which blocks of the physical files change.
         let per_dat = MetaKind::Dat.per_block(bs) as u64;
@@ -393,6 +397,7 @@ impl State {
                 bs,
                 seed,
                 LOG_FLAG_GC,
+                0,
             );
             cold_runs = runs;
             seq += cl.spans.len() as u64;
@@ -532,12 +537,16 @@ impl State {
         let sr_block = Arc::new(sr.encode(bs, seed));
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
-            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0,
+            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0, 0,
         );
         let gc_blocks: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
         let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 
+        // Every inode's changes are in this checkpoint (the inode records
+        // it wrote changed too: block map roots, block counts).
+        self.meta_dirty.clear();
+        self.dsync_dirty.clear();
         self.seq = last_seq + 1;
         self.cno = new_cno;
         self.last_ctime_ns = now_ns;
@@ -559,7 +568,7 @@ impl State {
     /// from `first_seq`: `fresh` and the layout's new segments taken first
     /// (a segment entered and left within one checkpoint must end
     /// inactive), the ones left behind deactivated, every log counted.
-    fn book_layout(&mut self, lay: &Layout, fresh: &[u64], first_seq: u64, now_s: u64) {
+    pub(super) fn book_layout(&mut self, lay: &Layout, fresh: &[u64], first_seq: u64, now_s: u64) {
         for &s in fresh.iter().chain(&lay.taken) {
             self.segs.take(s, now_s);
         }
@@ -737,9 +746,10 @@ fn meta_inode(ino: u64, map: &BlockMap, slots: u64, kind: MetaKind, now: u64) ->
     }
 }
 
-/// Turns the layout and payload into writes: one run per log.
+/// Turns the layout and payload into writes: one run per log, each log
+/// flagged `extra_flags`, the last one `last_flags` too.
 #[allow(clippy::too_many_arguments)]
-fn build_runs(
+pub(super) fn build_runs(
     layout: &Layout,
     payload: &[Payload],
     sr_block: Arc<Vec<u8>>,
@@ -749,6 +759,7 @@ fn build_runs(
     bs: usize,
     seed: u32,
     extra_flags: u16,
+    last_flags: u16,
 ) -> (Vec<Run>, u64) {
     let mut runs = Vec::new();
     let mut at = 0usize;
@@ -757,7 +768,13 @@ fn build_runs(
         let n = span.nentries as usize;
         let part = &payload[at..at + n];
         at += n;
+        let last = if i + 1 == layout.spans.len() {
+            last_flags
+        } else {
+            0
+        };
         let flags = extra_flags
+            | last
             | if span.super_root {
                 LOG_FLAG_SUPER_ROOT
             } else {

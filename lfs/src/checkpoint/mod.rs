@@ -11,6 +11,7 @@
 //!   cursor and loads the state from it.
 
 pub mod build;
+pub(crate) mod dsync;
 pub mod history;
 pub mod recover;
 

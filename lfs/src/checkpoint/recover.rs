@@ -11,10 +11,11 @@
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
+use crate::checkpoint::dsync::{decode_inode_block, RolledForward, SyncLog};
 use crate::checkpoint::history::History;
 use crate::format::{
-    CheckpointEntry, CpFileHeader, DecodeError, LogHeader, LogSummary, MetaKind, SuperRoot,
-    Superblock,
+    BlockKind, CheckpointEntry, CpFileHeader, DecodeError, LogHeader, LogSummary, MetaKind,
+    SuperRoot, Superblock, FEATURE_INCOMPAT_DATA_SYNC, LOG_FLAG_DATA_SYNC, LOG_FLAG_SYNC_END,
 };
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::{read_block, Loaded, State};
@@ -33,6 +34,8 @@ pub struct RecoveryReport {
     pub logs_scanned: usize,
     /// Logs after the checkpoint that were discarded.
     pub logs_discarded: usize,
+    /// Data-sync logs after the checkpoint that were rolled forward.
+    pub rolled_forward: RolledForward,
     /// Whether the filesystem had been unmounted cleanly.
     pub was_clean: bool,
 }
@@ -41,6 +44,8 @@ struct Found {
     block: u64,
     header: LogHeader,
     super_root: Option<SuperRoot>,
+    /// For a data-sync log: what roll-forward needs of it.
+    sync: Option<SyncLog>,
 }
 
 /// Why a block does not start a usable log.
@@ -104,10 +109,28 @@ fn read_log(dev: &dyn BlockDevice, sb: &Superblock, block: u64) -> Result<Found,
     } else {
         None
     };
+    let sync = if header.flags & LOG_FLAG_DATA_SYNC != 0 {
+        let inodes = summary
+            .entries
+            .iter()
+            .zip(&body)
+            .filter(|(e, _)| e.kind == BlockKind::Inode)
+            .map(|(_, b)| decode_inode_block(b))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Some(SyncLog {
+            block,
+            header,
+            entries: summary.entries,
+            inodes,
+        })
+    } else {
+        None
+    };
     Ok(Found {
         block,
         header,
         super_root,
+        sync,
     })
 }
 
@@ -249,14 +272,25 @@ impl State {
             .map(|l| l.header.seq)
             .max()
             .unwrap_or(sb.last_seq);
-        let report = RecoveryReport {
-            cno: logs[last_sr].header.cno,
-            logs_scanned: logs.len(),
-            logs_discarded: logs.len() - last_sr - 1,
-            was_clean: sb.state == crate::format::FsState::Clean,
-        };
         let l = &logs[last_sr];
         let sr = l.super_root.clone().expect("found above");
+        // Complete data-sync writes after the checkpoint: logs of the next
+        // checkpoint's number, each write up to its SYNC_END log. Anything
+        // else (the start of a checkpoint that did not finish, a write
+        // whose last log is missing) ends them.
+        let mut sync_logs = Vec::new();
+        let mut write = Vec::new();
+        for f in &logs[last_sr + 1..] {
+            match &f.sync {
+                Some(s) if f.header.cno == sr.cno + 1 && !f.header.has_super_root() => {
+                    write.push(s.clone());
+                    if f.header.flags & LOG_FLAG_SYNC_END != 0 {
+                        sync_logs.append(&mut write);
+                    }
+                }
+                _ => break,
+            }
+        }
         let mut st = load(dev, sb, &sr)?;
         // Logs of the discarded tail may lie beyond the chain where the scan
         // could not see them; fewer than `total_blocks` logs fit on the
@@ -271,6 +305,14 @@ impl State {
             next_seg: l.header.next_segment,
         };
         let now = now_secs();
+        let rolled_forward = st.roll_forward(&sync_logs, now)?;
+        let report = RecoveryReport {
+            cno: sr.cno,
+            logs_scanned: logs.len(),
+            logs_discarded: logs.len() - last_sr - 1 - rolled_forward.logs,
+            rolled_forward,
+            was_clean: st.sb.state == crate::format::FsState::Clean,
+        };
         if st.segs.get(st.head.next_seg).is_clean() {
             st.segs.take(st.head.next_seg, now);
         }
@@ -292,6 +334,13 @@ impl State {
         if !read_only {
             st.sb.state = crate::format::FsState::Dirty;
             st.sb.mount_count += 1;
+            // A 1.0 filesystem becomes 1.1 here: from now on it may hold
+            // data-sync logs, which a 1.0 build must not mount.
+            if st.sb.feature_incompat & FEATURE_INCOMPAT_DATA_SYNC == 0 {
+                log::info!("filesystem upgraded to format 1.1 (data-sync logs)");
+                st.sb.feature_incompat |= FEATURE_INCOMPAT_DATA_SYNC;
+                st.sb.version_minor = st.sb.version_minor.max(1);
+            }
             st.write_superblock(now)?;
         }
         Ok((st, report))

@@ -12,7 +12,7 @@
 //! |----:|----:|---|
 //! | 0 | 4 | magic `LOG_MAGIC` |
 //! | 4 | 2 | version |
-//! | 6 | 2 | flags (super root 1, data sync 2, GC 4) |
+//! | 6 | 2 | flags (super root 1, data sync 2, GC 4, data-sync end 8) |
 //! | 8 | 4 | header size (64) |
 //! | 12 | 4 | summary crc: all summary blocks, this field zero |
 //! | 16 | 4 | body crc: all payload and super root blocks |
@@ -43,12 +43,17 @@ pub const LOG_HEADER_SIZE: usize = 64;
 pub const BLOCK_ENTRY_SIZE: usize = 32;
 /// The log ends with a super root: it completes a checkpoint.
 pub const LOG_FLAG_SUPER_ROOT: u16 = 1;
-/// The log was written by fsync/fdatasync and is rolled forward on recovery.
+/// The log was written by fdatasync: file data and the inode records of
+/// its files, rolled forward on recovery (no super root).
 pub const LOG_FLAG_DATA_SYNC: u16 = 2;
 /// The log holds blocks moved by the cleaner.
 pub const LOG_FLAG_GC: u16 = 4;
+/// The last log of one data-sync write: recovery rolls a write's logs
+/// forward only once this one is found, so a write is all or nothing.
+pub const LOG_FLAG_SYNC_END: u16 = 8;
 /// Every flag this build knows.
-pub const LOG_FLAGS_KNOWN: u16 = LOG_FLAG_SUPER_ROOT | LOG_FLAG_DATA_SYNC | LOG_FLAG_GC;
+pub const LOG_FLAGS_KNOWN: u16 =
+    LOG_FLAG_SUPER_ROOT | LOG_FLAG_DATA_SYNC | LOG_FLAG_GC | LOG_FLAG_SYNC_END;
 const SUM_CRC_OFF: usize = 12;
 
 /// What a payload block is.
@@ -60,16 +65,21 @@ pub enum BlockKind {
     Indirect(u8),
     /// An extended-attribute block.
     Xattr,
+    /// In a data-sync log: the inode record (lfs(5), INODES) of the file
+    /// `ino` as of the fdatasync, at the start of the block; recovery
+    /// takes its size and times. Never live after recovery.
+    Inode,
 }
 
 impl BlockKind {
     /// Its code on disk (lfs(5)): 1 data, 2 to 4 indirect levels 1 to 3,
-    /// 5 xattr.
+    /// 5 xattr, 6 inode record.
     pub fn to_raw(self) -> u8 {
         match self {
             BlockKind::Data => 1,
             BlockKind::Indirect(l) => 1 + l,
             BlockKind::Xattr => 5,
+            BlockKind::Inode => 6,
         }
     }
     /// The kind of an on-disk code, if it is one.
@@ -78,6 +88,7 @@ impl BlockKind {
             1 => Some(BlockKind::Data),
             2..=4 => Some(BlockKind::Indirect(v - 1)),
             5 => Some(BlockKind::Xattr),
+            6 => Some(BlockKind::Inode),
             _ => None,
         }
     }
@@ -89,6 +100,7 @@ impl BlockKind {
             BlockKind::Indirect(2) => "ind2",
             BlockKind::Indirect(_) => "ind3",
             BlockKind::Xattr => "xattr",
+            BlockKind::Inode => "inode",
         }
     }
 }
@@ -471,7 +483,7 @@ pub(crate) mod tests {
     }
 
     fn arb_entry() -> impl Strategy<Value = BlockEntry> {
-        (any::<u64>(), any::<u64>(), any::<u64>(), 1u8..=5).prop_map(|(ino, offset, vblock, k)| {
+        (any::<u64>(), any::<u64>(), any::<u64>(), 1u8..=6).prop_map(|(ino, offset, vblock, k)| {
             BlockEntry {
                 ino,
                 offset,
@@ -484,7 +496,7 @@ pub(crate) mod tests {
     proptest! {
         #[test]
         fn round_trip(
-            flags in 0u16..8, seq in any::<u64>(), t in any::<u64>(), next in any::<u64>(),
+            flags in 0u16..16, seq in any::<u64>(), t in any::<u64>(), next in any::<u64>(),
             cno in any::<u64>(), seed in any::<u32>(), bs_log in 10u32..=13,
             entries in proptest::collection::vec(arb_entry(), 0..300),
         ) {

@@ -37,7 +37,8 @@ pub use dirent::{name_hash, DirEntry, FileType, MAX_NAME_LEN};
 pub use inode::{Inode, BMAP_DIRECT, BMAP_SLOTS, INODE_SIZE};
 pub use log::{
     BlockEntry, BlockKind, LogHeader, LogSummary, BLOCK_ENTRY_SIZE, LOG_FLAGS_KNOWN,
-    LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, LOG_HEADER_SIZE, LOG_MAGIC,
+    LOG_FLAG_DATA_SYNC, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, LOG_FLAG_SYNC_END, LOG_HEADER_SIZE,
+    LOG_MAGIC,
 };
 pub use meta::{
     CheckpointEntry, CpFileHeader, DatEntry, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
@@ -46,7 +47,8 @@ pub use meta::{
 };
 pub use superblock::{
     parse_uuid, reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,
-    FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN, SB_MAGIC, SB_SIZE,
+    FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN,
+    SB_MAGIC, SB_SIZE,
 };
 pub use superroot::{SuperRoot, SR_MAGIC, SR_SIZE};
 
@@ -54,7 +56,7 @@ pub use superroot::{SuperRoot, SR_MAGIC, SR_SIZE};
 /// refused; minor versions only add fields in reserved space.
 pub const FORMAT_VERSION_MAJOR: u16 = 1;
 /// Minor format version written by this build.
-pub const FORMAT_VERSION_MINOR: u16 = 0;
+pub const FORMAT_VERSION_MINOR: u16 = 1;
 /// Version of every structure other than the superblock (logs, super roots,
 /// metadata blocks). Decoders refuse any other value.
 pub const STRUCT_VERSION: u16 = 1;

@@ -55,9 +55,15 @@ pub const FEATURE_COMPAT_KNOWN: u64 = 0;
 /// Ro-compat features this build knows (none yet). An unknown bit makes the
 /// filesystem mountable read-only only.
 pub const FEATURE_RO_COMPAT_KNOWN: u64 = 0;
-/// Incompat features this build knows (none yet). An unknown bit refuses
-/// the filesystem.
-pub const FEATURE_INCOMPAT_KNOWN: u64 = 0;
+/// Incompat feature: the log may hold data-sync logs (`LOG_FLAG_DATA_SYNC`)
+/// after the last checkpoint, which recovery must roll forward. A build
+/// that cannot would mount the checkpoint and lose what fdatasync made
+/// durable, so it must refuse. Set by mkfs since format 1.1, and by the
+/// first read-write mount of a 1.0 filesystem.
+pub const FEATURE_INCOMPAT_DATA_SYNC: u64 = 1;
+/// Incompat features this build knows. An unknown bit refuses the
+/// filesystem.
+pub const FEATURE_INCOMPAT_KNOWN: u64 = FEATURE_INCOMPAT_DATA_SYNC;
 
 /// Whether the filesystem was cleanly unmounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,6 +21,7 @@
 pub mod bmap;
 mod checkpoints;
 pub mod clean;
+mod datasync;
 pub mod diff;
 pub mod dir;
 mod freeze;
@@ -104,10 +105,14 @@ impl Fs {
             }
         }
 
+        let rf = report.rolled_forward;
         log::info!(
-            "mounted checkpoint {} ({} logs scanned, {} discarded, {})",
+            "mounted checkpoint {} ({} logs scanned, {} data-sync logs rolled forward ({} blocks of {} files), {} discarded, {})",
             report.cno,
             report.logs_scanned,
+            rf.logs,
+            rf.blocks,
+            rf.files,
             report.logs_discarded,
             if report.was_clean {
                 "clean"
@@ -115,7 +120,14 @@ impl Fs {
                 "recovered after a crash"
             }
         );
-        Fs::from_state(st, report, opts, None)
+        let read_only = opts.read_only;
+        let fs = Fs::from_state(st, report, opts, None)?;
+        if rf.logs > 0 && !read_only {
+            // What was rolled forward becomes a checkpoint at once, so the
+            // logs are needed for no longer than this.
+            fs.sync()?;
+        }
+        Ok(fs)
     }
 
     /// The filesystem over a loaded state; the checkpoint timer runs unless
@@ -190,11 +202,19 @@ impl Fs {
         self.checkpoint_covering(want, false)
     }
 
-    /// Makes every change so far durable. fsync and fdatasync both write a
-    /// checkpoint; concurrent callers share one.
-    pub fn fsync(&self, _ino: u64, _datasync: bool) -> Result<()> {
+    /// fsync(2) (`datasync` false) writes a checkpoint: every change so
+    /// far is durable when it returns, as nilfs2 does. fdatasync(2) makes
+    /// the file's data, size and times durable, with a data-sync log when
+    /// nothing else of it changed since the last checkpoint
+    /// (`datasync.rs`), else with a checkpoint. Concurrent callers share
+    /// one write.
+    pub fn fsync(&self, ino: u64, datasync: bool) -> Result<()> {
         let t = Instant::now();
-        let r = self.sync();
+        let r = if datasync {
+            self.data_sync(ino)
+        } else {
+            self.sync()
+        };
         Stats::add(&self.stats.fsyncs, 1);
         self.stats.fsync_latency.record(t.elapsed());
         r
@@ -224,19 +244,8 @@ impl Fs {
         if st.durable_mods >= want || !st.needs_checkpoint() || self.frozen_solid() {
             return Ok(());
         }
-        if let Some(why) = &st.read_only {
-            if self.read_only {
-                return Ok(());
-            }
-            // Only a failed write or flush turns a read-write mount
-            // read-only (`stop_writing`): what the caller wants durable
-            // never will be on this mount, so its fsync gets EIO, as
-            // after a writeback error, even when a background checkpoint
-            // was the one that failed.
-            return Err(Error::io(
-                "making changes durable",
-                std::io::Error::other(format!("the filesystem went read-only{why}")),
-            ));
+        if let Some(r) = self.durable_refusal(&st) {
+            return r;
         }
         // Freed segments wait for a superblock write before reuse (lfs(5));
         // do it now if this checkpoint might need them.
@@ -278,13 +287,7 @@ impl Fs {
                         )
                     })?;
                 }
-                let slices: Vec<std::io::IoSlice<'_>> = run
-                    .blocks
-                    .iter()
-                    .map(|b| std::io::IoSlice::new(b))
-                    .collect();
-                dev.write_at(&slices, run.block * bs)
-                    .map_err(|e| Error::io(format!("writing the log at block {}", run.block), e))?;
+                datasync::write_run(dev.as_ref(), run, bs)?;
             }
             dev.flush().map_err(|e| {
                 Error::io(
@@ -353,6 +356,22 @@ impl Fs {
             total
         );
         Ok(())
+    }
+
+    /// What a call that makes changes durable returns on a filesystem
+    /// that went read-only: nothing to do on a read-only mount; EIO after
+    /// a failed write or flush (`stop_writing`), since what the caller
+    /// wants durable never will be on this mount, as after a writeback
+    /// error, even when a background checkpoint was the one that failed.
+    fn durable_refusal(&self, st: &State) -> Option<Result<()>> {
+        let why = st.read_only.as_ref()?;
+        if self.read_only {
+            return Some(Ok(()));
+        }
+        Some(Err(Error::io(
+            "making changes durable",
+            std::io::Error::other(format!("the filesystem went read-only{why}")),
+        )))
     }
 
     /// Writes the superblock naming the last durable checkpoint, then lets

@@ -769,6 +769,8 @@ impl State {
         // Blocks a cleaning pass queued for the cold log, or booked while
         // it reads them, count as dirty.
         let dirty = self.dirty_blocks + self.gc_queue.len() as u64 + self.gc_booked;
+        // Blocks data-sync logs placed still need their metadata written.
+        let meta_for = dirty + self.dsync_placed;
         // Metadata the next checkpoint writes with them. Random small
         // overwrites can dirty, per data block, the DAT blocks of its new
         // and its retired entry and an indirect block: up to 3 each, but
@@ -779,7 +781,7 @@ impl State {
         // filesystem eat the cleaning reserve until one could not be
         // built.
         let all_meta = self.dat.nblocks() + self.dat.nslots() / 256;
-        let overhead = (3 * dirty).min(all_meta.max(dirty / 32)) + 64;
+        let overhead = (3 * meta_for).min(all_meta.max(meta_for / 32)) + 64;
         free.saturating_sub(dirty + overhead)
     }
 
@@ -907,6 +909,8 @@ impl State {
 
     /// Drops whole blocks `[first, last)` of `ino`.
     fn drop_blocks(&mut self, ino: u64, first: u64, last: u64) -> Result<()> {
+        // Holes a data-sync log cannot describe.
+        self.meta_dirty.insert(ino);
         let n = self.node(ino)?;
         let dropped = n.dirty.range(first..last).count() as u64;
         let keys: Vec<u64> = n.dirty.range(first..last).map(|(&k, _)| k).collect();

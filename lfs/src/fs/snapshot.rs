@@ -131,6 +131,7 @@ impl Fs {
             cno,
             logs_scanned: 0,
             logs_discarded: 0,
+            rolled_forward: Default::default(),
             was_clean: true,
         };
         log::info!("checkpoint {cno} opened read-only");

@@ -135,6 +135,20 @@ pub(crate) struct State {
     pub reuse_epoch: u64,
     /// Creation time of the last checkpoint built (ns).
     pub last_ctime_ns: u64,
+    /// Inodes changed since the last checkpoint in ways a data-sync log
+    /// cannot carry (anything but data, size and times; new inodes):
+    /// their fdatasync writes a checkpoint instead.
+    pub meta_dirty: std::collections::HashSet<u64>,
+    /// Data blocks data-sync logs placed since the last checkpoint: their
+    /// DAT and indirect blocks are still to be written, so they count in
+    /// the metadata the next checkpoint is booked for.
+    pub dsync_placed: u64,
+    /// Inodes whose size or times changed since the last checkpoint or
+    /// data-sync log that covered them (their data: `Node::dirty`).
+    pub dsync_dirty: std::collections::HashSet<u64>,
+    /// Inodes whose fdatasync waits for the checkpoint lock: whoever takes
+    /// it writes one data-sync log for all of them (group commit).
+    pub dsync_waiting: std::collections::HashSet<u64>,
 }
 
 /// What a [`State`] is made from: the metadata of one checkpoint, read
@@ -212,6 +226,10 @@ impl State {
             sb_written_cno: l.cno,
             reuse_epoch: 0,
             last_ctime_ns: l.last_ctime_ns,
+            meta_dirty: Default::default(),
+            dsync_placed: 0,
+            dsync_dirty: Default::default(),
+            dsync_waiting: Default::default(),
         }
     }
 }
@@ -359,12 +377,23 @@ impl State {
         Ok(i)
     }
 
-    /// Stores inode `i` (at `i.ino`) and marks its block dirty.
+    /// Stores inode `i` (at `i.ino`) and marks its block dirty. A change
+    /// beyond size and times (or a new inode) is one a data-sync log
+    /// cannot carry: the inode's next fdatasync writes a checkpoint.
     pub fn put_inode(&mut self, i: Inode) -> Result<()> {
         let per = self.ifile_per_block();
         let b = i.ino / per;
         let slot = (i.ino % per) as usize;
-        self.ifile_block(b)?[slot] = i;
+        let ino = i.ino;
+        let old = std::mem::replace(&mut self.ifile_block(b)?[slot], i);
+        if !self.meta_dirty.contains(&ino) {
+            let new = &self.ifile_block(b)?[slot];
+            if crate::checkpoint::dsync::carries(&old, new) {
+                self.dsync_dirty.insert(ino);
+            } else {
+                self.meta_dirty.insert(ino);
+            }
+        }
         if self.ifile_dirty.insert(b) {
             // A block the next checkpoint must write: space it will need.
             self.dirty_blocks += 1;
@@ -438,8 +467,15 @@ impl State {
     /// the last durable one always does; [`State::free_dead`] frees it once
     /// none does.
     pub fn retire(&mut self, v: u64) {
-        if v != 0 {
-            self.dat.retire(v, self.cno + 1);
+        if v == 0 {
+            return;
+        }
+        // A block placed by a data-sync log since the last checkpoint is
+        // seen by no checkpoint: it is dead at once.
+        if let Some(p) = self.dat.retire(v, self.cno + 1) {
+            if let Some(s) = self.seg_of(p) {
+                self.segs.add_live(s, -1);
+            }
         }
     }
 }

@@ -137,21 +137,52 @@ impl Dat {
     /// Retires `v` from the current state: checkpoints before `end_cno`
     /// still see it, so it keeps its block (and its segment's live count)
     /// until [`Self::free`]. A number allocated but never assigned is freed
-    /// at once.
-    pub fn retire(&mut self, v: u64, end_cno: u64) {
-        let Some(e) = self.entries.get_mut(v as usize) else {
-            return;
-        };
+    /// at once, and so is one no checkpoint can see (placed by a data-sync
+    /// log since the last checkpoint: live from `end_cno` itself); for
+    /// that one the block it held is returned, for the caller to drop from
+    /// its segment's live count.
+    pub fn retire(&mut self, v: u64, end_cno: u64) -> Option<u64> {
+        let e = self.entries.get_mut(v as usize)?;
         if e.phys == 0 {
-            return;
+            return None;
         }
+        let mut freed = None;
         if e.phys == u64::MAX {
+            *e = DatEntry::default();
+            self.pending.push(v);
+        } else if e.start_cno >= end_cno {
+            freed = Some(e.phys);
             *e = DatEntry::default();
             self.pending.push(v);
         } else {
             e.end_cno = end_cno;
         }
         self.dirty.insert(v / self.per_block);
+        freed
+    }
+
+    /// Takes the free number `v` out of the free list (recovery: a
+    /// data-sync log names the numbers it used), growing the table if
+    /// needed; its address is set with [`Self::assign`]. False if `v` is
+    /// 0 or already in use.
+    pub fn claim(&mut self, v: u64) -> bool {
+        if v == 0 {
+            return false;
+        }
+        let i = v as usize;
+        if i >= self.entries.len() {
+            let was = self.entries.len() as u64;
+            self.entries.resize(i + 1, DatEntry::default());
+            self.free.extend(was..v);
+        } else if self.entries[i].phys != 0 || !self.free.remove(&v) {
+            return false;
+        }
+        self.entries[i] = DatEntry {
+            phys: u64::MAX,
+            start_cno: 0,
+            end_cno: CNO_LIVE,
+        };
+        true
     }
 
     /// Frees `v` (retired, and kept by no valid checkpoint): returns its

@@ -90,6 +90,9 @@ pub struct Stats {
     pub checkpoints: AtomicU64,
     /// fsync and fdatasync calls.
     pub fsyncs: AtomicU64,
+    /// Data-sync writes (fdatasync without a checkpoint; one may cover
+    /// several files).
+    pub data_sync_writes: AtomicU64,
     /// Writers that waited for a checkpoint at the dirty limit.
     pub throttle_waits: AtomicU64,
     /// Writers slowed down in the proportional band.
@@ -134,6 +137,7 @@ impl Stats {
                 ("gc_blocks_moved", g(&self.gc_blocks_moved)),
                 ("checkpoints", g(&self.checkpoints)),
                 ("fsyncs", g(&self.fsyncs)),
+                ("data_sync_writes", g(&self.data_sync_writes)),
                 ("throttle_waits", g(&self.throttle_waits)),
                 ("throttle_sleeps", g(&self.throttle_sleeps)),
                 ("space_waits", g(&self.space_waits)),

@@ -140,6 +140,32 @@ impl Journal {
         Ok(r)
     }
 
+    /// Runs `op`, an fdatasync of `ino` that makes only that file's data,
+    /// size and times durable: the state it makes durable is the last
+    /// acknowledged one with that file's bytes and mtime as they are now.
+    pub fn file_durable(
+        &mut self,
+        fs: &Fs,
+        ino: u64,
+        op: impl FnOnce() -> lfs::Result<()>,
+    ) -> lfs::Result<()> {
+        let now = tree(fs)?;
+        let cur = now
+            .values()
+            .find(|e| e.ino == ino)
+            .expect("the file is in the tree")
+            .clone();
+        let mut next = self.acked.last().expect("a state is acknowledged").clone();
+        for e in next.values_mut().filter(|e| e.ino == ino) {
+            e.data = cur.data.clone();
+            e.mtime_ns = cur.mtime_ns;
+        }
+        self.in_flight = Some(next);
+        op()?;
+        self.acked.extend(self.in_flight.take());
+        Ok(())
+    }
+
     /// Whether `rec` is a state this crash may recover.
     pub fn allows(&self, rec: &Tree) -> bool {
         self.acked.last() == Some(rec) || self.in_flight.as_ref() == Some(rec)
@@ -235,6 +261,26 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         fs.write(files[5], u64::from(k) * 30_000, &pattern(k + 50, 30_000))?;
         j.durable(fs, || fs.sync())?;
     }
+    // fdatasync of files whose only changes since the checkpoint are data,
+    // size and times writes data-sync logs, not checkpoints: the new name
+    // beside them is not made durable. The first is an overwrite and an
+    // extension of 50 blocks, more than a 32-block segment holds, so its
+    // write is several logs, all or nothing.
+    let syncs = data_sync_writes(fs);
+    fs.write(files[5], 1000, &pattern(60, 5000))?;
+    fs.write(files[5], 130_000, &pattern(61, 200_000))?;
+    fs.create(r, b"never-synced", 0o644, 0, 0, 0)?;
+    j.file_durable(fs, files[5], || fs.fsync(files[5], true))?;
+    fs.write(files[4], 10, b"tail")?;
+    fs.write(files[5], 200_000, &pattern(62, 9000))?;
+    j.file_durable(fs, files[4], || fs.fsync(files[4], true))?;
+    j.file_durable(fs, files[5], || fs.fsync(files[5], true))?;
+    assert_eq!(
+        data_sync_writes(fs) - syncs,
+        3,
+        "each fdatasync wrote a data-sync log"
+    );
+    fs.unlink(r, b"never-synced")?;
     // Checkpoint history and cleaning: a snapshot, overwrites, the old
     // checkpoints deleted, then a cleaning pass over the emptiest segments;
     // each is durable when it returns.
@@ -258,6 +304,16 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         "the cleaning pass did nothing: {rep:?}"
     );
     Ok(())
+}
+
+/// The engine's count of data-sync writes.
+pub fn data_sync_writes(fs: &Fs) -> u64 {
+    fs.stats()
+        .counters
+        .iter()
+        .find(|(n, _)| *n == "data_sync_writes")
+        .map(|&(_, v)| v)
+        .expect("the engine counts data-sync writes")
 }
 
 /// The first path where two trees differ, for a failure message.
