@@ -171,6 +171,27 @@ def fio(name, path, extra):
     return json.loads(out[out.index("{"):])
 
 
+# Where the device bytes go (fsd's counters; the parts of
+# device_meta_bytes_written, then the cold log), reported per cell as a
+# share of the user bytes.
+BREAKDOWN = ["device_data_bytes_written", "device_dat_bytes_written",
+             "device_indirect_bytes_written", "device_ifile_bytes_written",
+             "device_cpfile_sufile_bytes_written", "device_summary_bytes_written",
+             "device_gc_bytes_written"]
+
+
+def breakdown_text(r):
+    """The breakdown of a cell's device bytes, per user byte."""
+    b, u = r.get("breakdown") or {}, r.get("user") or 0
+    if not b or not u:
+        return "n/a"
+    short = {"device_data_bytes_written": "data", "device_dat_bytes_written": "DAT",
+             "device_indirect_bytes_written": "indirect", "device_ifile_bytes_written": "inode",
+             "device_cpfile_sufile_bytes_written": "cp+su", "device_summary_bytes_written": "summary",
+             "device_gc_bytes_written": "cold"}
+    return ", ".join(f"{short[k]} {b[k] / u:.2f}" for k in BREAKDOWN if k in b)
+
+
 def device_bytes(c):
     return (c["device_data_bytes_written"] + c["device_meta_bytes_written"]
             + c["device_gc_bytes_written"])
@@ -222,7 +243,9 @@ def wa_case(bin_dir, work, m, wl, dist, util, policy):
                    wa=dev / user if user else None, secs=secs,
                    iops=r["jobs"][0]["write"]["iops"],
                    space_waits=b["space_waits"] - a["space_waits"],
-                   passes=b["gc_passes"] - a["gc_passes"], cleaner=st.get("status", st))
+                   passes=b["gc_passes"] - a["gc_passes"], cleaner=st.get("status", st),
+                   checkpoints=b["checkpoints"] - a["checkpoints"],
+                   breakdown={k: b.get(k, 0) - a.get(k, 0) for k in BREAKDOWN})
         mnt.close()
         return res
     except Exception:
@@ -572,7 +595,8 @@ def main():
                         say(f"WA {wl} {u}% {p}")
                         try:
                             r = wa_case(bin_dir, a.workdir, m, wl, dist, u, p)
-                            say(f"  WA {fmt(r['wa'])} ({r['passes']} passes, {r['secs']:.0f} s)")
+                            say(f"  WA {fmt(r['wa'])} ({r['passes']} passes, {r['checkpoints']} "
+                                f"checkpoints, {r['secs']:.0f} s): {breakdown_text(r)}")
                         except Fail as e:
                             say(f"  FAILED: {e}")
                             r = dict(workload=wl, util=u, policy=p, error=str(e))

@@ -19,6 +19,7 @@ use crate::format::{
 use crate::fs::bmap::{BlockMap, NodeId};
 use crate::fs::state::State;
 use crate::log::layout::{self, Head, Layout};
+use crate::stats::Written;
 use crate::{Error, Result};
 
 /// One contiguous write.
@@ -51,10 +52,8 @@ pub struct Plan {
     /// Segments freed by this checkpoint (reusable after the superblock
     /// points at it).
     pub freed: Vec<u64>,
-    /// Payload blocks that are user file data.
-    pub data_blocks: u64,
-    /// Blocks of the cold log (moved by cleaning, with their summaries).
-    pub gc_blocks: u64,
+    /// Every block it writes, by what it is.
+    pub written: Written,
 }
 
 pub(super) struct Payload {
@@ -535,11 +534,32 @@ impl State {
             ),
         };
         let sr_block = Arc::new(sr.encode(bs, seed));
+        let data = self.inflight.len() as u64;
+        let ifile = virt
+            .iter()
+            .filter(|p| p.entry.ino == IFILE_INO && p.entry.kind == BlockKind::Data)
+            .count() as u64;
+        let indirect = virt
+            .iter()
+            .filter(|p| matches!(p.entry.kind, BlockKind::Indirect(_)))
+            .count() as u64;
+        let dat = (dat_blocks.len() + dat_nodes.len()) as u64;
+        let mut written = Written {
+            data,
+            dat,
+            indirect,
+            ifile,
+            cpfile_sufile: phys_payload.len() as u64 - dat,
+            other: virt.len() as u64 - data - ifile - indirect,
+            ..Written::default()
+        };
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
             &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0, 0,
         );
-        let gc_blocks: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        written.cold = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        written.summary =
+            runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() - all.len() as u64;
         let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 
@@ -559,8 +579,7 @@ impl State {
             sr_seq: last_seq,
             mods: self.mods,
             freed,
-            data_blocks: self.inflight.len() as u64,
-            gc_blocks,
+            written,
         })
     }
 

@@ -70,8 +70,8 @@ pub(crate) enum FileSync {
 pub(crate) struct SyncPlan {
     /// Writes, in order.
     pub runs: Vec<Run>,
-    /// File data blocks among them.
-    pub data_blocks: u64,
+    /// Its blocks, by what they are.
+    pub written: crate::stats::Written,
     /// The files it covers.
     pub inos: Vec<u64>,
     /// The (inode, block) pairs readers find in `inflight` until written.
@@ -252,7 +252,12 @@ impl State {
         let first_block = runs.first().map_or(0, |r| r.block);
         Ok(Some(SyncPlan {
             runs,
-            data_blocks: ndata,
+            written: crate::stats::Written {
+                data: ndata,
+                ifile: inos.len() as u64,
+                summary: lay.spans.iter().map(|s| s.nsummary).sum(),
+                ..Default::default()
+            },
             inos: inos.to_vec(),
             inflight,
             first_block,

@@ -308,8 +308,12 @@ impl Fs {
 
         // 5. The checkpoint that moves them and frees the segments.
         let before = self.stats.gc_bytes.load(Ordering::Relaxed);
+        let ckpts = self.stats.checkpoints.load(Ordering::Relaxed);
         self.checkpoint_covering(want, true)?;
         let after = self.stats.gc_bytes.load(Ordering::Relaxed);
+        if self.stats.checkpoints.load(Ordering::Relaxed) != ckpts {
+            Stats::add(&self.stats.gc_checkpoints, 1);
+        }
         // The cold log, and the metadata blocks rewritten in place of the
         // ones moved out.
         report.bytes_written = after.saturating_sub(before) + meta * bs as u64;

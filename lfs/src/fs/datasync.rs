@@ -88,12 +88,12 @@ impl Fs {
         }
         let blocks: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         Stats::add(&self.stats.data_sync_writes, 1);
-        Stats::add(&self.stats.dev_data_bytes, plan.data_blocks * bs);
-        Stats::add(&self.stats.dev_meta_bytes, (blocks - plan.data_blocks) * bs);
+        debug_assert_eq!(plan.written.total(), blocks);
+        self.stats.add_written(&plan.written, bs);
         log::debug!(
             "data-sync write of inode(s) {:?}: {blocks} blocks ({} data) in {} log(s) at block {}, {:?}",
             plan.inos,
-            plan.data_blocks,
+            plan.written.data,
             plan.runs.len(),
             plan.first_block,
             t0.elapsed()

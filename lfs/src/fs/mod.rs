@@ -319,12 +319,8 @@ impl Fs {
         st.durable_mods = plan.mods;
         let bsz = st.bs as u64;
         Stats::add(&self.stats.checkpoints, 1);
-        Stats::add(&self.stats.dev_data_bytes, plan.data_blocks * bsz);
-        Stats::add(&self.stats.gc_bytes, plan.gc_blocks * bsz);
-        Stats::add(
-            &self.stats.dev_meta_bytes,
-            (blocks_written - plan.data_blocks - plan.gc_blocks) * bsz,
-        );
+        debug_assert_eq!(plan.written.total(), blocks_written);
+        self.stats.add_written(&plan.written, bsz);
         Stats::add(&self.stats.segments_freed, plan.freed.len() as u64);
         st.dat.release_pending();
         let inos = std::mem::take(&mut st.pending_inos);

@@ -101,12 +101,71 @@ pub struct Stats {
     pub space_waits: AtomicU64,
     /// Segments freed (all blocks dead).
     pub segments_freed: AtomicU64,
+    /// Of `dev_meta_bytes`: DAT blocks and their indirect blocks.
+    pub dev_dat_bytes: AtomicU64,
+    /// Of `dev_meta_bytes`: indirect blocks of user files and of the
+    /// inode file.
+    pub dev_indirect_bytes: AtomicU64,
+    /// Of `dev_meta_bytes`: inode file blocks (and the inode records of
+    /// data-sync logs).
+    pub dev_ifile_bytes: AtomicU64,
+    /// Of `dev_meta_bytes`: checkpoint file and segment usage file blocks
+    /// with their indirect blocks.
+    pub dev_cpfile_sufile_bytes: AtomicU64,
+    /// Of `dev_meta_bytes`: log summary blocks and super roots (the cold
+    /// log's summaries are in `gc_bytes`).
+    pub dev_summary_bytes: AtomicU64,
+    /// Checkpoints written by cleaning passes (a pass ends with one).
+    pub gc_checkpoints: AtomicU64,
     /// fsync latency.
     pub fsync_latency: Histogram,
     /// write() latency.
     pub write_latency: Histogram,
     /// Checkpoint latency (build, write, flush).
     pub checkpoint_latency: Histogram,
+}
+
+/// Blocks one checkpoint or data-sync write puts on the device, by what
+/// they are: where write amplification goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// User file data (regular files and symbolic links).
+    pub data: u64,
+    /// DAT blocks and their indirect blocks.
+    pub dat: u64,
+    /// Indirect blocks of user files and of the inode file.
+    pub indirect: u64,
+    /// Inode file blocks, and inode records of data-sync logs.
+    pub ifile: u64,
+    /// Checkpoint file and segment usage file blocks, with their indirect
+    /// blocks.
+    pub cpfile_sufile: u64,
+    /// Log summary blocks and super roots outside the cold log.
+    pub summary: u64,
+    /// Everything else outside the cold log: directory and extended
+    /// attribute blocks.
+    pub other: u64,
+    /// The cold log: blocks cleaning moved, with their summaries.
+    pub cold: u64,
+}
+
+impl Written {
+    /// Every block counted.
+    pub fn total(&self) -> u64 {
+        self.data
+            + self.dat
+            + self.indirect
+            + self.ifile
+            + self.cpfile_sufile
+            + self.summary
+            + self.other
+            + self.cold
+    }
+
+    /// Blocks that are neither user data nor the cold log.
+    pub fn meta(&self) -> u64 {
+        self.total() - self.data - self.cold
+    }
 }
 
 /// A copy of the counters for reporting.
@@ -122,6 +181,19 @@ impl Stats {
     /// Adds `n` to a counter.
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts the blocks of one checkpoint or data-sync write, of `bs`
+    /// bytes each.
+    pub fn add_written(&self, w: &Written, bs: u64) {
+        Stats::add(&self.dev_data_bytes, w.data * bs);
+        Stats::add(&self.gc_bytes, w.cold * bs);
+        Stats::add(&self.dev_meta_bytes, w.meta() * bs);
+        Stats::add(&self.dev_dat_bytes, w.dat * bs);
+        Stats::add(&self.dev_indirect_bytes, w.indirect * bs);
+        Stats::add(&self.dev_ifile_bytes, w.ifile * bs);
+        Stats::add(&self.dev_cpfile_sufile_bytes, w.cpfile_sufile * bs);
+        Stats::add(&self.dev_summary_bytes, w.summary * bs);
     }
 
     /// A copy of every counter and histogram.
@@ -142,6 +214,15 @@ impl Stats {
                 ("throttle_sleeps", g(&self.throttle_sleeps)),
                 ("space_waits", g(&self.space_waits)),
                 ("segments_freed", g(&self.segments_freed)),
+                ("device_dat_bytes_written", g(&self.dev_dat_bytes)),
+                ("device_indirect_bytes_written", g(&self.dev_indirect_bytes)),
+                ("device_ifile_bytes_written", g(&self.dev_ifile_bytes)),
+                (
+                    "device_cpfile_sufile_bytes_written",
+                    g(&self.dev_cpfile_sufile_bytes),
+                ),
+                ("device_summary_bytes_written", g(&self.dev_summary_bytes)),
+                ("gc_checkpoints", g(&self.gc_checkpoints)),
             ],
             histograms: vec![
                 ("fsync_latency", self.fsync_latency.snapshot()),
