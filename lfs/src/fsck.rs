@@ -103,6 +103,7 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
     // Physically addressed files.
     for (name, map) in [
         ("DAT", &st.dat_map),
+        ("DAT journal", &st.datj_map),
         ("segment usage file", &st.su_map),
         ("checkpoint file", &st.cp_map),
     ] {

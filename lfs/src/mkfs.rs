@@ -22,7 +22,7 @@ use std::io::IoSlice;
 use crate::blockdev::BlockDevice;
 use crate::format::{
     self, reserved_segments, BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, DatEntry,
-    FsState, Inode, LogHeader, LogSummary, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
+    FsState, Inode, JournalRoot, LogHeader, LogSummary, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
     SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO, IFILE_INO,
     LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
 };
@@ -239,7 +239,7 @@ fn initial_superblock(geo: &Geometry, opts: &MkfsOptions) -> Superblock {
         version_minor: format::FORMAT_VERSION_MINOR,
         feature_compat: 0,
         feature_ro_compat: 0,
-        feature_incompat: format::FEATURE_INCOMPAT_DATA_SYNC,
+        feature_incompat: format::FEATURE_INCOMPAT_DATA_SYNC | format::FEATURE_INCOMPAT_DAT_JOURNAL,
         block_size: geo.block_size,
         blocks_per_segment: geo.blocks_per_segment,
         total_blocks: geo.total_blocks,
@@ -382,6 +382,8 @@ fn initial_log(sb: &Superblock, opts: &MkfsOptions) -> Vec<Vec<u8>> {
         dat: meta_inode(DAT_INO, dat_addr, FIRST_VBLOCK + 1, MetaKind::Dat),
         cpfile: meta_inode(CPFILE_INO, cp_addr, INITIAL_CNO + 1, MetaKind::Cpfile),
         sufile: meta_inode(SUFILE_INO, su_addr, sb.nsegments + 1, MetaKind::Sufile),
+        // Empty: the DAT's one block is current.
+        dat_journal: JournalRoot::default(),
     };
     let sr_blk = sr.encode(bs, seed);
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use lfs::blockdev::{BlockDevice, FaultDevice, MemDevice};
-use lfs::format::{FEATURE_INCOMPAT_DATA_SYNC, ROOT_INO};
+use lfs::format::{FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_DAT_JOURNAL, ROOT_INO};
 use lfs::fs::{Fs, MountOptions, SetAttr};
 use lfs::mkfs::{format, MkfsOptions};
 
@@ -266,12 +266,12 @@ fn a_read_only_mount_rolls_forward_in_memory_and_writes_nothing() {
 #[test]
 fn a_format_1_0_filesystem_is_upgraded_by_its_first_read_write_mount() {
     let dev = fresh();
-    // Make it a 1.0 filesystem: feature bit clear, version 1.0, in both
+    // Make it a 1.0 filesystem: feature bits clear, version 1.0, in both
     // superblock copies.
     {
         let pair = lfs::inspect::read_superblocks(dev.as_ref()).unwrap();
         let mut sb = pair.current().unwrap().clone();
-        sb.feature_incompat &= !FEATURE_INCOMPAT_DATA_SYNC;
+        sb.feature_incompat &= !(FEATURE_INCOMPAT_DATA_SYNC | FEATURE_INCOMPAT_DAT_JOURNAL);
         sb.version_minor = 0;
         let bs = u64::from(sb.block_size);
         dev.write_all_at(&sb.encode(), 0).unwrap();
@@ -294,8 +294,11 @@ fn a_format_1_0_filesystem_is_upgraded_by_its_first_read_write_mount() {
     fs.unmount().unwrap();
     let pair = lfs::inspect::read_superblocks(dev.as_ref()).unwrap();
     let sb = pair.current().unwrap();
-    assert_eq!(sb.feature_incompat, FEATURE_INCOMPAT_DATA_SYNC);
-    assert_eq!(sb.version_minor, 1);
+    assert_eq!(
+        sb.feature_incompat,
+        FEATURE_INCOMPAT_DATA_SYNC | FEATURE_INCOMPAT_DAT_JOURNAL
+    );
+    assert_eq!(sb.version_minor, 2);
 }
 
 /// A block a data-sync log placed, queued by a cleaning pass and

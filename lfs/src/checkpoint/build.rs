@@ -2,9 +2,10 @@
 //!
 //! Order of the payload in the logs: user file blocks (data, directory,
 //! extended attribute and indirect blocks, grouped by inode), inode file
-//! blocks, then the physically addressed files (DAT, checkpoint file,
-//! segment usage file, each with its indirect blocks), then the super
-//! root. Virtual blocks are numbered first; the physical layout is then
+//! blocks, then the physically addressed files (DAT, DAT journal,
+//! checkpoint file, segment usage file, each with its indirect blocks),
+//! then the super root. The DAT's changes go to its journal, or every
+//! stale DAT block is written (a merge; `log::dat`). Virtual blocks are numbered first; the physical layout is then
 //! planned, with the set of segment usage blocks grown until it covers
 //! every segment the checkpoint touches (it converges in a few rounds).
 
@@ -12,9 +13,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::format::{
-    BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, Inode, LogHeader, LogSummary,
+    BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, Inode, JournalRoot, LogHeader,
+    LogSummary,
     MetaBlockHeader, MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT,
-    DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
+    DATJ_INO, DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
 use crate::fs::state::State;
@@ -86,6 +88,9 @@ impl State {
         let bs = self.bs;
         let seed = self.seed;
         let p = crate::fs::bmap::ptrs_per_node(bs);
+        // Free space beyond what this checkpoint is booked for: a DAT
+        // merge may use it, never the cleaning reserve.
+        let room = self.avail_blocks();
         let freed = self.segs.collect_free();
         let mut gc = std::mem::take(&mut self.gc_queue);
         let mut virt: Vec<Payload> = Vec::new();
@@ -198,12 +203,17 @@ impl State {
         // too) is not moved.
         gc.retain(|g| self.dat.phys(g.vblock) == g.from);
 
-        // 3. Which blocks of the physical files change.
-        let per_dat = MetaKind::Dat.per_block(bs) as u64;
-        let mut dat_blocks = self.dat.take_dirty();
-        dat_blocks.extend(allocated.iter().map(|v| v / per_dat));
-        // Entries cleaning moves (relocated below, once addresses exist).
-        dat_blocks.extend(gc.iter().map(|g| g.vblock / per_dat));
+        // 3. Which blocks of the physical files change. The DAT entries
+        // of new blocks and of those cleaning moves change below, once
+        // addresses exist.
+        let also: Vec<u64> = allocated
+            .iter()
+            .copied()
+            .chain(gc.iter().map(|g| g.vblock))
+            .collect();
+        let datw = self.dat.plan_write(&also, room);
+        let dat_blocks = datw.blocks.clone();
+        let datj_blocks = datw.journal_blocks.clone();
         let per_cp = MetaKind::Cpfile.per_block(bs) as u64;
         let mut cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
         cp_blocks.extend(self.history.changed().iter().map(|c| c / per_cp));
@@ -214,10 +224,22 @@ impl State {
             cp_old.insert(b, self.cp_block(b)?);
         }
         let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
+        let datj_nodes = dirty_nodes_for(&self.datj_map, &datj_blocks);
         let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
         let mut old_segs: BTreeSet<u64> = BTreeSet::new();
+        if datw.merge {
+            // The whole journal dies.
+            old_segs.extend(
+                self.datj_map
+                    .iter()
+                    .map(|(_, a)| a)
+                    .chain(self.datj_map.node_addrs().map(|(_, a)| a))
+                    .filter_map(|a| self.sb.segment_of(a)),
+            );
+        }
         for (map, blocks, nodes) in [
             (&self.dat_map, &dat_blocks, &dat_nodes),
+            (&self.datj_map, &datj_blocks, &datj_nodes),
             (&self.cp_map, &cp_blocks, &cp_nodes),
         ] {
             old_segs.extend(
@@ -305,6 +327,8 @@ impl State {
             let n = (virt.len()
                 + dat_blocks.len()
                 + dat_nodes.len()
+                + datj_blocks.len()
+                + datj_nodes.len()
                 + cp_blocks.len()
                 + cp_nodes.len()
                 + su_blocks.len()
@@ -318,11 +342,12 @@ impl State {
             let lay = layout::plan(self.head, n, bs, |s| sb.segment_start(s), bps, &clean)
                 .ok_or_else(|| {
                     log::warn!(
-                        "checkpoint: {n} blocks ({} data, {} DAT, {} DAT nodes, {} cpfile, {} usage) \
-                         do not fit: {} clean segments besides the cold log's {}",
+                        "checkpoint: {n} blocks ({} data, {} DAT, {} DAT nodes, {} journal, {} cpfile, \
+                         {} usage) do not fit: {} clean segments besides the cold log's {}",
                         virt.len(),
                         dat_blocks.len(),
                         dat_nodes.len(),
+                        datj_blocks.len() + datj_nodes.len(),
                         cp_blocks.len() + cp_nodes.len(),
                         su_blocks.len() + su_nodes.len(),
                         clean.len(),
@@ -416,10 +441,16 @@ impl State {
                 self.segs.add_live(s, 1);
             }
         }
+        // Every entry of this checkpoint is final: journal them (or merge).
+        self.dat.apply_write(&datw);
+        if datw.merge {
+            self.drop_journal();
+        }
         let dat_addrs = self.place_phys(PhysFile::Dat, &dat_blocks, &dat_nodes, &mut next_addr);
+        let datj_addrs =
+            self.place_phys(PhysFile::DatJ, &datj_blocks, &datj_nodes, &mut next_addr);
         let cp_addrs = self.place_phys(PhysFile::Cp, &cp_blocks, &cp_nodes, &mut next_addr);
         let su_addrs = self.place_phys(PhysFile::Su, &su_blocks, &su_nodes, &mut next_addr);
-        let _ = self.dat.take_dirty();
         // Segments this checkpoint emptied are freed by it too, if their
         // usage blocks are already being written (the rest at the next one).
         let mut freed = freed;
@@ -443,6 +474,19 @@ impl State {
             let off = node_first_offset(&self.dat_map, n, p);
             let blk = self.dat_map.encode_node(n, bs, seed);
             phys_payload.push(phys(DAT_INO, off, BlockKind::Indirect(n.level), blk));
+        }
+        for &b in &datj_blocks {
+            phys_payload.push(phys(
+                DATJ_INO,
+                b,
+                BlockKind::Data,
+                self.dat.encode_journal_block(b, bs, seed),
+            ));
+        }
+        for &n in &datj_nodes {
+            let off = node_first_offset(&self.datj_map, n, p);
+            let blk = self.datj_map.encode_node(n, bs, seed);
+            phys_payload.push(phys(DATJ_INO, off, BlockKind::Indirect(n.level), blk));
         }
         let mut flags = if minor { CP_FLAG_MINOR } else { 0 };
         if std::mem::take(&mut self.next_is_snapshot) {
@@ -499,7 +543,7 @@ impl State {
             let blk = self.su_map.encode_node(n, bs, seed);
             phys_payload.push(phys(SUFILE_INO, off, BlockKind::Indirect(n.level), blk));
         }
-        let _ = (dat_addrs, cp_addrs, su_addrs);
+        let _ = (dat_addrs, datj_addrs, cp_addrs, su_addrs);
 
         // 6. The super root and the logs.
         if !minor {
@@ -532,6 +576,10 @@ impl State {
                 MetaKind::Sufile,
                 now_s,
             ),
+            dat_journal: JournalRoot {
+                records: self.dat.journal_len(),
+                bmap: self.datj_map.root(),
+            },
         };
         let sr_block = Arc::new(sr.encode(bs, seed));
         let data = self.inflight.len() as u64;
@@ -543,7 +591,7 @@ impl State {
             .iter()
             .filter(|p| matches!(p.entry.kind, BlockKind::Indirect(_)))
             .count() as u64;
-        let dat = (dat_blocks.len() + dat_nodes.len()) as u64;
+        let dat = (dat_blocks.len() + dat_nodes.len() + datj_blocks.len() + datj_nodes.len()) as u64;
         let mut written = Written {
             data,
             dat,
@@ -647,6 +695,7 @@ impl State {
         {
             let map = match f {
                 PhysFile::Dat => &mut self.dat_map,
+                PhysFile::DatJ => &mut self.datj_map,
                 PhysFile::Cp => &mut self.cp_map,
                 PhysFile::Su => &mut self.su_map,
             };
@@ -672,6 +721,22 @@ impl State {
             }
         }
         out
+    }
+
+    /// Empties the DAT journal's file (a merge wrote every DAT block it
+    /// stood for): its blocks leave their segments' live counts.
+    fn drop_journal(&mut self) {
+        let map = std::mem::replace(&mut self.datj_map, BlockMap::new(self.bs));
+        let old: Vec<u64> = map
+            .iter()
+            .map(|(_, a)| a)
+            .chain(map.node_addrs().map(|(_, a)| a))
+            .collect();
+        for a in old {
+            if let Some(s) = self.seg_of(a) {
+                self.segs.add_live(s, -1);
+            }
+        }
     }
 
     /// The current contents of checkpoint file block `b`.
@@ -725,6 +790,7 @@ impl State {
 #[derive(Clone, Copy)]
 enum PhysFile {
     Dat,
+    DatJ,
     Cp,
     Su,
 }

@@ -237,16 +237,16 @@ impl State {
     /// how a full filesystem is emptied), the rest stays for checkpoints.
     fn commit_history(&mut self, h: History) -> Result<Freed> {
         let dead = self.dead_under(&h);
-        let per_dat = MetaKind::Dat.per_block(self.bs) as u64;
         let per_cp = MetaKind::Cpfile.per_block(self.bs) as u64;
-        let dat_blocks: BTreeSet<u64> = dead.iter().map(|v| v / per_dat).collect();
+        // Their DAT entries go to the journal.
+        let dat_blocks = self.dat.cost_of_changes(dead.len() as u64);
         let segs: BTreeSet<u64> = dead
             .iter()
             .filter_map(|&v| self.seg_of(self.dat.phys(v)))
             .map(|s| self.segs.block_of(s))
             .collect();
         let cp_blocks: BTreeSet<u64> = h.changed().iter().map(|c| c / per_cp).collect();
-        let cost = (dat_blocks.len() + segs.len() + cp_blocks.len()) as u64;
+        let cost = dat_blocks + (segs.len() + cp_blocks.len()) as u64;
         if cost > self.avail_for_cleaning() {
             return Err(Error::NoSpace);
         }

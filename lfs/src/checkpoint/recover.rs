@@ -15,7 +15,8 @@ use crate::checkpoint::dsync::{decode_inode_block, RolledForward, SyncLog};
 use crate::checkpoint::history::History;
 use crate::format::{
     BlockKind, CheckpointEntry, CpFileHeader, DecodeError, LogHeader, LogSummary, MetaKind,
-    SuperRoot, Superblock, FEATURE_INCOMPAT_DATA_SYNC, LOG_FLAG_DATA_SYNC, LOG_FLAG_SYNC_END,
+    SuperRoot, Superblock, FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_DAT_JOURNAL,
+    LOG_FLAG_DATA_SYNC, LOG_FLAG_SYNC_END,
 };
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::{read_block, Loaded, State};
@@ -334,12 +335,17 @@ impl State {
         if !read_only {
             st.sb.state = crate::format::FsState::Dirty;
             st.sb.mount_count += 1;
-            // A 1.0 filesystem becomes 1.1 here: from now on it may hold
-            // data-sync logs, which a 1.0 build must not mount.
-            if st.sb.feature_incompat & FEATURE_INCOMPAT_DATA_SYNC == 0 {
-                log::info!("filesystem upgraded to format 1.1 (data-sync logs)");
-                st.sb.feature_incompat |= FEATURE_INCOMPAT_DATA_SYNC;
-                st.sb.version_minor = st.sb.version_minor.max(1);
+            // A 1.0 or 1.1 filesystem becomes 1.2 here: from now on it may
+            // hold data-sync logs and a DAT journal, which older builds
+            // must not mount.
+            let want = FEATURE_INCOMPAT_DATA_SYNC | FEATURE_INCOMPAT_DAT_JOURNAL;
+            if st.sb.feature_incompat & want != want {
+                log::info!(
+                    "filesystem upgraded to format 1.{} (data-sync logs, DAT journal)",
+                    crate::format::FORMAT_VERSION_MINOR
+                );
+                st.sb.feature_incompat |= want;
+                st.sb.version_minor = st.sb.version_minor.max(crate::format::FORMAT_VERSION_MINOR);
             }
             st.write_superblock(now)?;
         }
@@ -412,7 +418,28 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
     let dat_slots = sr.dat.size / MetaKind::Dat.record_size() as u64;
     let per_dat = MetaKind::Dat.per_block(bs) as u64;
     let dat_blocks = file_blocks(&dat_map, dat_slots.div_ceil(per_dat), MetaKind::Dat)?;
-    let dat = Dat::load(&dat_blocks, dat_slots, bs, seed)?;
+    // The journal's records override the DAT's blocks (format 1.2; an
+    // older super root has none). It has no holes.
+    let datj_map = BlockMap::load(bs, &sr.dat_journal.bmap, &mut |p| {
+        read_meta(p, MetaKind::Node)
+    })?;
+    let nrecords = sr.dat_journal.records;
+    let per_rec = MetaKind::DatJournal.per_block(bs) as u64;
+    let journal = (0..nrecords.div_ceil(per_rec))
+        .map(|b| match datj_map.get(b) {
+            0 => Err(Error::Corrupted {
+                what: "DAT journal",
+                location: format!("checkpoint {}", sr.cno),
+                reason: DecodeError::InvalidField {
+                    what: "DAT journal",
+                    field: "missing block",
+                    value: b,
+                },
+            }),
+            p => read_meta(p, MetaKind::DatJournal),
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let dat = Dat::load(&dat_blocks, dat_slots, &journal, nrecords, bs, seed)?;
     let su_map = load_map(&sr.sufile)?;
     let per_su = MetaKind::Sufile.per_block(bs) as u64;
     let su_blocks = file_blocks(
@@ -446,6 +473,7 @@ fn load(dev: Arc<dyn BlockDevice>, sb: Superblock, sr: &SuperRoot) -> Result<Sta
         cno: sr.cno,
         dat,
         dat_map,
+        datj_map,
         segs,
         su_map,
         cp_header,

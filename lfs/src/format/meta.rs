@@ -17,6 +17,9 @@
 //!
 //! * DAT entry (32): physical block (8), first live checkpoint (8), first
 //!   dead checkpoint or `CNO_LIVE` (8), reserved (8).
+//! * DAT journal record (32): a DAT entry whose reserved field holds its
+//!   virtual block number (never 0). The journal's record `i` is the
+//!   `i`-th change appended since the DAT's blocks were last all written.
 //! * Checkpoint entry (320): number (8), flags (4), reserved (4), creation
 //!   time ns (8), blocks written since the previous checkpoint (8), inodes
 //!   (8), blocks (8), next snapshot (8), previous snapshot (8), inode file
@@ -79,6 +82,8 @@ pub enum MetaKind {
     Dir,
     /// An inode's extended attribute block (see lfs(5)).
     Xattr,
+    /// The DAT journal (format 1.2).
+    DatJournal,
 }
 
 impl MetaKind {
@@ -92,13 +97,14 @@ impl MetaKind {
             MetaKind::Node => *b"LFSN",
             MetaKind::Dir => *b"LFSE",
             MetaKind::Xattr => *b"LFSX",
+            MetaKind::DatJournal => *b"LFSJ",
         })
     }
     /// Size of one record.
     pub fn record_size(self) -> usize {
         match self {
             MetaKind::Ifile => INODE_SIZE,
-            MetaKind::Dat => DAT_ENTRY_SIZE,
+            MetaKind::Dat | MetaKind::DatJournal => DAT_ENTRY_SIZE,
             MetaKind::Cpfile => CHECKPOINT_ENTRY_SIZE,
             MetaKind::Sufile => SEGUSAGE_SIZE,
             MetaKind::Node | MetaKind::Dir | MetaKind::Xattr => NODE_PTR_SIZE,
@@ -123,6 +129,7 @@ impl MetaKind {
             MetaKind::Node => "indirect block",
             MetaKind::Dir => "directory block",
             MetaKind::Xattr => "extended attribute block",
+            MetaKind::DatJournal => "DAT journal block",
         }
     }
 }
@@ -230,6 +237,41 @@ impl DatEntry {
     /// True while no checkpoint has ended the block's life.
     pub fn is_live(&self) -> bool {
         self.phys != 0 && self.end_cno == CNO_LIVE
+    }
+}
+
+/// One record of the DAT journal: virtual block `vblock` has entry `entry`
+/// (a later record of the same block overrides it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatRecord {
+    /// The virtual block number (never 0).
+    pub vblock: u64,
+    /// Its entry as of the checkpoint that appended the record.
+    pub entry: DatEntry,
+}
+
+impl DatRecord {
+    /// Appends the encoded record.
+    pub fn encode_into(&self, w: &mut Writer) {
+        w.u64(self.entry.phys);
+        w.u64(self.entry.start_cno);
+        w.u64(self.entry.end_cno);
+        w.u64(self.vblock);
+    }
+    /// Decodes a record; virtual block 0 and a bad entry are refused.
+    pub fn decode(buf: &[u8]) -> Result<Self, DecodeError> {
+        let entry = DatEntry::decode(buf)?;
+        let mut r = Reader::new(buf, "DAT journal record", DAT_ENTRY_SIZE)?;
+        r.skip(24)?;
+        let vblock = r.u64()?;
+        if vblock == 0 {
+            return Err(DecodeError::InvalidField {
+                what: "DAT journal record",
+                field: "virtual block",
+                value: 0,
+            });
+        }
+        Ok(DatRecord { vblock, entry })
     }
 }
 
@@ -475,6 +517,34 @@ mod tests {
     }
 
     #[test]
+    fn golden_dat_record() {
+        let r = DatRecord {
+            vblock: 0x0405,
+            entry: DatEntry {
+                phys: 0x1122,
+                start_cno: 3,
+                end_cno: 9,
+            },
+        };
+        let b = enc(|w| r.encode_into(w));
+        assert_eq!(b.len(), DAT_ENTRY_SIZE);
+        assert_eq!(&b[0..8], &[0x22, 0x11, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[16..24], &[9, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(&b[24..32], &[5, 4, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(DatRecord::decode(&b).unwrap(), r);
+        // Virtual block 0 is never a record's.
+        let zero = enc(|w| DatRecord { vblock: 0, ..r }.encode_into(w));
+        assert!(matches!(
+            DatRecord::decode(&zero),
+            Err(DecodeError::InvalidField { .. })
+        ));
+        assert!(matches!(
+            DatRecord::decode(&b[..31]),
+            Err(DecodeError::Truncated { .. })
+        ));
+    }
+
+    #[test]
     fn golden_checkpoint_entry() {
         let e = CheckpointEntry {
             cno: 1,
@@ -583,6 +653,12 @@ mod tests {
         }
 
         #[test]
+        fn dat_record_round_trip(v in 1u64.., phys in any::<u64>(), s in any::<u64>(), len in any::<u64>()) {
+            let r = DatRecord { vblock: v, entry: DatEntry { phys, start_cno: s, end_cno: s.saturating_add(len) } };
+            prop_assert_eq!(DatRecord::decode(&enc(|w| r.encode_into(w))).unwrap(), r);
+        }
+
+        #[test]
         fn cp_round_trip(
             v in any::<[u64; 7]>(), flags in 0u32..8, ifile in super::super::inode::tests::arb(),
         ) {
@@ -611,6 +687,7 @@ mod tests {
         #[test]
         fn decoders_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
             let _ = DatEntry::decode(&bytes);
+            let _ = DatRecord::decode(&bytes);
             let _ = CheckpointEntry::decode(&bytes);
             let _ = CpFileHeader::decode(&bytes);
             let _ = SegUsage::decode(&bytes);

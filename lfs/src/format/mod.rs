@@ -41,22 +41,24 @@ pub use log::{
     LOG_MAGIC,
 };
 pub use meta::{
-    CheckpointEntry, CpFileHeader, DatEntry, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
+    CheckpointEntry, CpFileHeader, DatEntry, DatRecord, MetaBlockHeader, MetaKind, SegUsage,
+    SuFileHeader,
     CHECKPOINT_ENTRY_SIZE, CP_FLAG_INVALID, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT, DAT_ENTRY_SIZE,
     META_HEADER_SIZE, NODE_PTR_SIZE, SEGUSAGE_SIZE, SU_FLAG_ACTIVE, SU_FLAG_DIRTY, SU_FLAG_ERROR,
 };
 pub use superblock::{
     parse_uuid, reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,
-    FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN,
+    FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_DAT_JOURNAL, FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN,
     SB_MAGIC, SB_SIZE,
 };
-pub use superroot::{SuperRoot, SR_MAGIC, SR_SIZE};
+pub use superroot::{JournalRoot, SuperRoot, SR_MAGIC, SR_SIZE, SR_SIZE_1_1};
 
 /// Major format version written by this build. A different major version is
 /// refused; minor versions only add fields in reserved space.
 pub const FORMAT_VERSION_MAJOR: u16 = 1;
-/// Minor format version written by this build.
-pub const FORMAT_VERSION_MINOR: u16 = 1;
+/// Minor format version written by this build (1.1: data-sync logs;
+/// 1.2: the DAT journal).
+pub const FORMAT_VERSION_MINOR: u16 = 2;
 /// Version of every structure other than the superblock (logs, super roots,
 /// metadata blocks). Decoders refuse any other value.
 pub const STRUCT_VERSION: u16 = 1;
@@ -107,5 +109,8 @@ pub const SUFILE_INO: u64 = 5;
 /// number, until their last close (or the next mount) frees them. Not
 /// reachable from the root; created at the first such unlink.
 pub const ORPHAN_INO: u64 = 6;
+/// The DAT journal (format 1.2): DAT entries changed since the DAT's
+/// blocks were last written, appended by each checkpoint (lfs(5)).
+pub const DATJ_INO: u64 = 7;
 /// First inode number handed to user files.
 pub const FIRST_USER_INO: u64 = 16;

@@ -61,9 +61,14 @@ pub const FEATURE_RO_COMPAT_KNOWN: u64 = 0;
 /// durable, so it must refuse. Set by mkfs since format 1.1, and by the
 /// first read-write mount of a 1.0 filesystem.
 pub const FEATURE_INCOMPAT_DATA_SYNC: u64 = 1;
+/// Incompat feature: super roots name a DAT journal (`DATJ_INO`) whose
+/// records override the DAT's blocks. A build without it would read stale
+/// DAT blocks. Set by mkfs since format 1.2, and by the first read-write
+/// mount of an older filesystem.
+pub const FEATURE_INCOMPAT_DAT_JOURNAL: u64 = 2;
 /// Incompat features this build knows. An unknown bit refuses the
 /// filesystem.
-pub const FEATURE_INCOMPAT_KNOWN: u64 = FEATURE_INCOMPAT_DATA_SYNC;
+pub const FEATURE_INCOMPAT_KNOWN: u64 = FEATURE_INCOMPAT_DATA_SYNC | FEATURE_INCOMPAT_DAT_JOURNAL;
 
 /// Whether the filesystem was cleanly unmounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

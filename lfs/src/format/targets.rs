@@ -110,7 +110,7 @@ fn block_size_of(selector: u8) -> usize {
 }
 
 /// Every kind of metadata block, in selector order.
-pub const META_KINDS: [MetaKind; 7] = [
+pub const META_KINDS: [MetaKind; 8] = [
     MetaKind::Ifile,
     MetaKind::Dat,
     MetaKind::Cpfile,
@@ -118,6 +118,7 @@ pub const META_KINDS: [MetaKind; 7] = [
     MetaKind::Node,
     MetaKind::Dir,
     MetaKind::Xattr,
+    MetaKind::DatJournal,
 ];
 
 /// The selector of `kind`: its index in [`META_KINDS`]. The match is
@@ -132,6 +133,7 @@ fn kind_selector(kind: MetaKind) -> u8 {
         MetaKind::Node => 4,
         MetaKind::Dir => 5,
         MetaKind::Xattr => 6,
+        MetaKind::DatJournal => 7,
     }
 }
 

@@ -23,7 +23,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use crate::format::{BlockKind, CPFILE_INO, DAT_INO, SUFILE_INO};
+use crate::format::{BlockKind, CPFILE_INO, DATJ_INO, DAT_INO, SUFILE_INO};
 use crate::fs::{lock, Fs};
 use crate::inspect::dump_segment;
 use crate::stats::Stats;
@@ -88,6 +88,7 @@ fn read_live(
 /// A metadata-file block found live in a victim segment.
 enum MetaBlock {
     Dat(u64),
+    DatJ(u64),
     Cp(u64),
     Su(u64),
 }
@@ -192,6 +193,7 @@ impl Fs {
         let (wanted, meta) = {
             let mut st = self.st();
             let dat_nodes: HashSet<u64> = st.dat_map.node_addrs().map(|(_, a)| a).collect();
+            let datj_nodes: HashSet<u64> = st.datj_map.node_addrs().map(|(_, a)| a).collect();
             let cp_nodes: HashSet<u64> = st.cp_map.node_addrs().map(|(_, a)| a).collect();
             let su_nodes: HashSet<u64> = st.su_map.node_addrs().map(|(_, a)| a).collect();
             let mut wanted = Vec::new();
@@ -205,6 +207,7 @@ impl Fs {
                 }
                 let (map, nodes, mk): (_, _, fn(u64) -> MetaBlock) = match e.ino {
                     DAT_INO => (&st.dat_map, &dat_nodes, MetaBlock::Dat),
+                    DATJ_INO => (&st.datj_map, &datj_nodes, MetaBlock::DatJ),
                     CPFILE_INO => (&st.cp_map, &cp_nodes, MetaBlock::Cp),
                     SUFILE_INO => (&st.su_map, &su_nodes, MetaBlock::Su),
                     _ => continue,
@@ -220,19 +223,14 @@ impl Fs {
                 }
             }
             // What the pass will write: the moved blocks, the metadata
-            // blocks rewritten in place of moved ones, the DAT blocks of
-            // the moved entries, usage and checkpoint blocks. It must fit
-            // in the room cleaning may use, and free clearly more than it
-            // writes (MIN_NET_SHARE), or cleaning would eat the reserve: a
-            // pass that nets a few blocks, by an estimate, can lose them.
-            let per_dat = crate::format::MetaKind::Dat.per_block(st.bs) as u64;
-            // (DAT blocks the next checkpoint rewrites anyway cost nothing.)
-            let dat_blocks: HashSet<u64> = wanted
-                .iter()
-                .map(|(_, e)| e.vblock / per_dat)
-                .filter(|&b| !st.dat.is_block_dirty(b))
-                .collect();
-            let cost = (wanted.len() + meta.len() + dat_blocks.len()) as u64 + 16;
+            // blocks rewritten in place of moved ones, the DAT journal
+            // records of the moved entries, usage and checkpoint blocks.
+            // It must fit in the room cleaning may use, and free clearly
+            // more than it writes (MIN_NET_SHARE), or cleaning would eat
+            // the reserve: a pass that nets a few blocks, by an estimate,
+            // can lose them.
+            let dat_blocks = st.dat.cost_of_changes(wanted.len() as u64);
+            let cost = (wanted.len() + meta.len()) as u64 + dat_blocks + 16;
             let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
             let room = st.avail_for_cleaning();
             if cost > room || cost + gain / MIN_NET_SHARE > gain {
@@ -242,7 +240,7 @@ impl Fs {
                      freed pending, {} dirty)",
                     wanted.len(),
                     meta.len(),
-                    dat_blocks.len(),
+                    dat_blocks,
                     st.segs.nclean(),
                     st.segs.npending(),
                     st.dirty_blocks
@@ -258,7 +256,8 @@ impl Fs {
             // 4a. Metadata blocks: rewritten by the next checkpoint.
             for m in &meta {
                 match *m {
-                    MetaBlock::Dat(b) => st.dat.mark_block_dirty(b),
+                    MetaBlock::Dat(b) => st.dat.force_block(b),
+                    MetaBlock::DatJ(b) => st.dat.force_journal_block(b),
                     MetaBlock::Cp(b) => {
                         st.cp_force.insert(b);
                     }

@@ -772,16 +772,18 @@ impl State {
         // Blocks data-sync logs placed still need their metadata written.
         let meta_for = dirty + self.dsync_placed;
         // Metadata the next checkpoint writes with them. Random small
-        // overwrites can dirty, per data block, the DAT blocks of its new
-        // and its retired entry and an indirect block: up to 3 each, but
-        // never more than there is (the DAT, and the indirect blocks of
-        // every mapped block, one per 256 at most), plus a fixed margin
-        // for the checkpoint file, usage and inode blocks. An estimate of
-        // one in 32 let repeated small checkpoints at the edge of a full
-        // filesystem eat the cleaning reserve until one could not be
+        // overwrites can dirty, per data block, an indirect block (never
+        // more than the indirect blocks of every mapped block, one per
+        // 256 at most), and change up to 4 DAT entries (its new and its
+        // retired one, its indirect block's), which go to the DAT
+        // journal; plus a fixed margin for the checkpoint file, usage and
+        // inode blocks. (A DAT merge writes more, but only into room no
+        // booking counts on: `Dat::plan_write`.) An estimate of one in 32
+        // for all of it let repeated small checkpoints at the edge of a
+        // full filesystem eat the cleaning reserve until one could not be
         // built.
-        let all_meta = self.dat.nblocks() + self.dat.nslots() / 256;
-        let overhead = (3 * meta_for).min(all_meta.max(meta_for / 32)) + 64;
+        let indirect = meta_for.min(self.dat.nslots() / 256 + 1);
+        let overhead = indirect + self.dat.cost_of_changes(4 * meta_for) + 64;
         free.saturating_sub(dirty + overhead)
     }
 

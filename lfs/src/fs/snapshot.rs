@@ -102,6 +102,7 @@ impl Fs {
                 // physically addressed files of its own.
                 dat: Dat::new(Vec::new(), st.bs),
                 dat_map: BlockMap::new(st.bs),
+                datj_map: BlockMap::new(st.bs),
                 segs: st.segs.clone(),
                 su_map: BlockMap::new(st.bs),
                 cp_header: st.cp_header,

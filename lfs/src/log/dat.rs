@@ -1,4 +1,5 @@
-//! The DAT in memory: one entry per virtual block number.
+//! The DAT in memory: one entry per virtual block number, and the DAT
+//! journal that carries its changes to disk.
 //!
 //! Invariants: entry 0 is never used (virtual block 0 is a hole); an entry
 //! with `phys == 0` is free. An entry with `end_cno == CNO_LIVE` is used
@@ -8,26 +9,82 @@
 //! is free for reuse only after the checkpoint that freed it is durable
 //! (`pending`), so a crash never finds a reused number in the previous
 //! checkpoint's maps.
+//!
+//! **The journal** (format 1.2, lfs(5)). Overwrites, deletions of old
+//! checkpoints and cleaning change entries scattered over the whole table;
+//! writing each changed DAT block at every checkpoint made the DAT most of
+//! the device bytes of small random overwrites under a busy cleaner. A
+//! checkpoint instead appends each entry it changed as a 32-byte record to
+//! the journal, a physically addressed file; the DAT's blocks on disk are
+//! stale where a later record says otherwise. Recovery reads the blocks,
+//! then applies the records in order. When the journal would take more
+//! than `1/JOURNAL_SHARE` of the blocks it saves (the stale blocks), a
+//! checkpoint *merges*: it writes every stale block and empties the
+//! journal, if the space for that is free (else it journals, which
+//! always costs less).
+//!
+//! Any DAT block may be written with its current contents at any
+//! checkpoint (cleaning moves them): every change since the last merge
+//! is in the journal, in order, so replaying it over a newer block gives
+//! the same entries.
 
 use std::collections::BTreeSet;
 
-use crate::format::{DatEntry, MetaBlockHeader, MetaKind, Reader, Writer, CNO_LIVE};
+use crate::format::{
+    DatEntry, DatRecord, MetaBlockHeader, MetaKind, Reader, Writer, CNO_LIVE, META_HEADER_SIZE,
+};
 use crate::{Error, Result};
+
+/// A merge is due once the journal, after the checkpoint, would take at
+/// least `1/JOURNAL_SHARE` of the blocks a merge writes: each merge then
+/// costs at most `JOURNAL_SHARE` times the journal it saved, and the
+/// journal holds at most half the space of the DAT blocks it stands for.
+pub const JOURNAL_SHARE: u64 = 2;
+
+/// Most blocks the journal grows to before a merge is due whatever it
+/// costs (16 MiB at 4 KiB): bounds the records held in memory and read
+/// at mount on large filesystems.
+pub const MAX_JOURNAL_BLOCKS: u64 = 4096;
 
 /// The translation table.
 #[derive(Debug, Clone)]
 pub struct Dat {
     entries: Vec<DatEntry>,
     /// Reusable numbers, lowest first: consecutive allocations land in
-    /// few DAT blocks, so a checkpoint rewrites few of them.
+    /// few DAT blocks.
     free: BTreeSet<u64>,
     pending: Vec<u64>,
-    dirty: BTreeSet<u64>,
     per_block: u64,
+    /// Numbers changed since the last checkpoint: its journal records.
+    changed: BTreeSet<u64>,
+    /// DAT blocks whose copy on disk is older than the journal: a merge
+    /// writes them.
+    stale: BTreeSet<u64>,
+    /// DAT blocks the next checkpoint writes whatever it decides
+    /// (cleaning moves them out of their segment).
+    force: BTreeSet<u64>,
+    /// The journal on disk, in order.
+    journal: Vec<DatRecord>,
+    /// Journal blocks the next checkpoint rewrites (cleaning).
+    journal_force: BTreeSet<u64>,
+}
+
+/// What the next checkpoint writes of the DAT ([`Dat::plan_write`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DatWrite {
+    /// It writes every stale DAT block and empties the journal.
+    pub merge: bool,
+    /// The DAT blocks it writes.
+    pub blocks: BTreeSet<u64>,
+    /// The journal blocks it writes (none when merging).
+    pub journal_blocks: BTreeSet<u64>,
+    /// Records in the journal after it.
+    pub journal_len: u64,
 }
 
 impl Dat {
-    /// A table holding `entries` (slot = virtual block number).
+    /// A table holding `entries` (slot = virtual block number), with an
+    /// empty journal.
     pub fn new(entries: Vec<DatEntry>, block_size: usize) -> Self {
         let free = entries
             .iter()
@@ -44,15 +101,22 @@ impl Dat {
             entries,
             free,
             pending: Vec::new(),
-            dirty: BTreeSet::new(),
             per_block: MetaKind::Dat.per_block(block_size) as u64,
+            changed: BTreeSet::new(),
+            stale: BTreeSet::new(),
+            force: BTreeSet::new(),
+            journal: Vec::new(),
+            journal_force: BTreeSet::new(),
         }
     }
 
-    /// Decodes the DAT from its blocks (in file order; `None` = hole).
+    /// Decodes the DAT from its blocks (in file order; `None` = hole) and
+    /// applies the first `nrecords` records of the journal's blocks.
     pub fn load(
         blocks: &[Option<Vec<u8>>],
         nslots: u64,
+        journal: &[Vec<u8>],
+        nrecords: u64,
         block_size: usize,
         seed: u32,
     ) -> Result<Self> {
@@ -66,7 +130,6 @@ impl Dat {
                 let e = match b {
                     None => DatEntry::default(),
                     Some(b) => {
-                        let off = crate::format::META_HEADER_SIZE + j * MetaKind::Dat.record_size();
                         let corrupt = |source| Error::Corrupted {
                             what: "DAT block",
                             location: format!("DAT block {bi}"),
@@ -75,17 +138,33 @@ impl Dat {
                         if j == 0 {
                             MetaBlockHeader::verify(b, MetaKind::Dat, seed).map_err(corrupt)?;
                         }
-                        let mut r = Reader::new(b, "DAT entry", 0).map_err(corrupt)?;
-                        r.skip(off).map_err(corrupt)?;
-                        DatEntry::decode(r.bytes(MetaKind::Dat.record_size()).map_err(corrupt)?)
-                            .map_err(corrupt)?
+                        DatEntry::decode(record(b, j).map_err(corrupt)?).map_err(corrupt)?
                     }
                 };
                 entries.push(e);
             }
         }
         entries.resize(nslots as usize, DatEntry::default());
-        Ok(Dat::new(entries, block_size))
+        let records = decode_journal(journal, nrecords, block_size, seed)?;
+        for r in &records {
+            let i = r.vblock as usize;
+            if i >= entries.len() {
+                return Err(Error::Corrupted {
+                    what: "DAT journal record",
+                    location: format!("virtual block {}", r.vblock),
+                    reason: crate::format::DecodeError::InvalidField {
+                        what: "DAT journal record",
+                        field: "virtual block beyond the DAT",
+                        value: r.vblock,
+                    },
+                });
+            }
+            entries[i] = r.entry;
+        }
+        let mut d = Dat::new(entries, block_size);
+        d.stale = records.iter().map(|r| r.vblock / d.per_block).collect();
+        d.journal = records;
+        Ok(d)
     }
 
     /// Slots in use (the high-water mark).
@@ -104,6 +183,11 @@ impl Dat {
             Some(e) if e.phys != u64::MAX => *e,
             _ => DatEntry::default(),
         }
+    }
+
+    fn touch(&mut self, v: u64) {
+        self.changed.insert(v);
+        self.stale.insert(v / self.per_block);
     }
 
     /// Allocates a virtual block; its address is set with [`Self::assign`].
@@ -131,7 +215,7 @@ impl Dat {
             start_cno: cno,
             end_cno: CNO_LIVE,
         };
-        self.dirty.insert(v / self.per_block);
+        self.touch(v);
     }
 
     /// Retires `v` from the current state: checkpoints before `end_cno`
@@ -157,7 +241,7 @@ impl Dat {
         } else {
             e.end_cno = end_cno;
         }
-        self.dirty.insert(v / self.per_block);
+        self.touch(v);
         freed
     }
 
@@ -198,7 +282,7 @@ impl Dat {
             return 0;
         }
         *e = DatEntry::default();
-        self.dirty.insert(v / self.per_block);
+        self.touch(v);
         self.pending.push(v);
         if phys == u64::MAX {
             0
@@ -211,7 +295,7 @@ impl Dat {
     pub fn relocate(&mut self, v: u64, phys: u64) {
         if let Some(e) = self.entries.get_mut(v as usize) {
             e.phys = phys;
-            self.dirty.insert(v / self.per_block);
+            self.touch(v);
         }
     }
 
@@ -238,20 +322,95 @@ impl Dat {
         self.free.extend(self.pending.drain(..));
     }
 
-    /// Whether the next checkpoint already rewrites DAT file block `b`.
-    pub fn is_block_dirty(&self, b: u64) -> bool {
-        self.dirty.contains(&b)
-    }
-
-    /// Makes the next checkpoint rewrite DAT file block `b` (cleaning moves
+    /// Makes the next checkpoint write DAT file block `b` (cleaning moves
     /// it out of its segment).
-    pub fn mark_block_dirty(&mut self, b: u64) {
-        self.dirty.insert(b);
+    pub fn force_block(&mut self, b: u64) {
+        self.force.insert(b);
     }
 
-    /// File blocks of the DAT that changed since the last call.
-    pub fn take_dirty(&mut self) -> BTreeSet<u64> {
-        std::mem::take(&mut self.dirty)
+    /// Makes the next checkpoint rewrite journal block `b` (cleaning moves
+    /// it out of its segment); nothing if a merge empties the journal.
+    pub fn force_journal_block(&mut self, b: u64) {
+        self.journal_force.insert(b);
+    }
+
+    /// Records in the journal.
+    pub fn journal_len(&self) -> u64 {
+        self.journal.len() as u64
+    }
+
+    /// Blocks the journal grows by when `n` more entries change before the
+    /// next checkpoint (its last block rewritten included): what booking
+    /// a change of `n` entries costs the next checkpoint, merge or not
+    /// (a merge is only made in free room).
+    pub fn cost_of_changes(&self, n: u64) -> u64 {
+        let len = self.journal.len() as u64;
+        let before = (len + self.changed.len() as u64).div_ceil(self.per_block);
+        let after = (len + self.changed.len() as u64 + n).div_ceil(self.per_block);
+        after - before + 1
+    }
+
+    /// What the next checkpoint writes of the DAT, if it also changes the
+    /// entries of `also` (new and moved blocks): a merge if one is due
+    /// and costs at most `room` blocks more than journaling.
+    pub fn plan_write(&self, also: &[u64], room: u64) -> DatWrite {
+        let per = self.per_block;
+        let mut records: BTreeSet<u64> = self.changed.clone();
+        records.extend(also.iter().copied());
+        let len = self.journal.len() as u64;
+        let new_len = len + records.len() as u64;
+        let jblocks = new_len.div_ceil(per);
+        let mut stale = self.stale.clone();
+        stale.extend(records.iter().map(|v| v / per));
+        stale.extend(self.force.iter().copied());
+        // Journaling: the records from the last, partly filled, block on,
+        // the force-written DAT blocks, and the journal blocks cleaning
+        // moves.
+        let journal_blocks: BTreeSet<u64> = (len / per..jblocks)
+            .chain(self.journal_force.iter().copied().filter(|&b| b < jblocks))
+            .collect();
+        let journal_cost = journal_blocks.len() as u64 + self.force.len() as u64;
+        let due = jblocks * JOURNAL_SHARE >= stale.len() as u64 || jblocks > MAX_JOURNAL_BLOCKS;
+        if due && stale.len() as u64 <= journal_cost.saturating_add(room) {
+            return DatWrite {
+                merge: true,
+                blocks: stale,
+                journal_blocks: BTreeSet::new(),
+                journal_len: 0,
+            };
+        }
+        DatWrite {
+            merge: false,
+            blocks: self.force.clone(),
+            journal_blocks,
+            journal_len: new_len,
+        }
+    }
+
+    /// Applies `w` once every entry of the checkpoint is final: appends
+    /// the changed entries to the journal, or empties it for a merge.
+    /// The blocks `w` names are then encoded with [`Self::encode_block`]
+    /// and [`Self::encode_journal_block`].
+    pub fn apply_write(&mut self, w: &DatWrite) {
+        let changed = std::mem::take(&mut self.changed);
+        if w.merge {
+            self.journal.clear();
+            self.stale.clear();
+        } else {
+            let entries = &self.entries;
+            self.journal.extend(changed.iter().map(|&v| DatRecord {
+                vblock: v,
+                entry: entries[v as usize],
+            }));
+            debug_assert_eq!(self.journal.len() as u64, w.journal_len);
+            for b in &w.blocks {
+                // Written as they are now: no longer older than the
+                // journal.
+                self.stale.remove(b);
+            }
+        }
+        self.force.clear();
+        self.journal_force.clear();
     }
 
     /// DAT file blocks needed for the current slots.
@@ -262,7 +421,7 @@ impl Dat {
     /// Encodes DAT file block `b`.
     pub fn encode_block(&self, b: u64, block_size: usize, seed: u32) -> Vec<u8> {
         let mut w = Writer::with_capacity(block_size);
-        w.zeros(crate::format::META_HEADER_SIZE);
+        w.zeros(META_HEADER_SIZE);
         for v in b * self.per_block..(b + 1) * self.per_block {
             let e = self.entries.get(v as usize).copied().unwrap_or_default();
             e.encode_into(&mut w);
@@ -270,6 +429,21 @@ impl Dat {
         w.zeros(block_size - w.len());
         let mut blk = w.into_vec();
         MetaBlockHeader::seal(&mut blk, MetaKind::Dat, seed);
+        blk
+    }
+
+    /// Encodes journal block `b` (zero records past the journal's end).
+    pub fn encode_journal_block(&self, b: u64, block_size: usize, seed: u32) -> Vec<u8> {
+        let mut w = Writer::with_capacity(block_size);
+        w.zeros(META_HEADER_SIZE);
+        let from = (b * self.per_block) as usize;
+        let to = ((b + 1) * self.per_block) as usize;
+        for r in self.journal.get(from..to.min(self.journal.len())).unwrap_or(&[]) {
+            r.encode_into(&mut w);
+        }
+        w.zeros(block_size - w.len());
+        let mut blk = w.into_vec();
+        MetaBlockHeader::seal(&mut blk, MetaKind::DatJournal, seed);
         blk
     }
 
@@ -283,9 +457,80 @@ impl Dat {
     }
 }
 
+/// Record `j` of a DAT or journal block.
+fn record(b: &[u8], j: usize) -> std::result::Result<&[u8], crate::format::DecodeError> {
+    let mut r = Reader::new(b, "DAT record", 0)?;
+    r.skip(META_HEADER_SIZE + j * MetaKind::Dat.record_size())?;
+    r.bytes(MetaKind::Dat.record_size())
+}
+
+/// The first `nrecords` records of the journal's blocks, in order.
+fn decode_journal(
+    blocks: &[Vec<u8>],
+    nrecords: u64,
+    block_size: usize,
+    seed: u32,
+) -> Result<Vec<DatRecord>> {
+    let per = MetaKind::DatJournal.per_block(block_size);
+    let mut out = Vec::with_capacity(nrecords as usize);
+    for (bi, b) in blocks.iter().enumerate() {
+        let corrupt = |source| Error::Corrupted {
+            what: "DAT journal block",
+            location: format!("DAT journal block {bi}"),
+            reason: source,
+        };
+        MetaBlockHeader::verify(b, MetaKind::DatJournal, seed).map_err(corrupt)?;
+        for j in 0..per {
+            if out.len() as u64 >= nrecords {
+                return Ok(out);
+            }
+            out.push(DatRecord::decode(record(b, j).map_err(corrupt)?).map_err(corrupt)?);
+        }
+    }
+    if (out.len() as u64) < nrecords {
+        return Err(Error::Corrupted {
+            what: "DAT journal",
+            location: format!("{} records in {} blocks", nrecords, blocks.len()),
+            reason: crate::format::DecodeError::InvalidField {
+                what: "DAT journal",
+                field: "record count",
+                value: nrecords,
+            },
+        });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes what `w` says as a checkpoint would, returning the DAT
+    /// blocks and the journal's blocks (file order) as the disk then
+    /// holds them.
+    fn write(
+        d: &mut Dat,
+        w: &DatWrite,
+        disk: &mut Vec<Option<Vec<u8>>>,
+        journal: &mut Vec<Vec<u8>>,
+    ) {
+        d.apply_write(w);
+        disk.resize(d.nblocks() as usize, None);
+        for &b in &w.blocks {
+            disk[b as usize] = Some(d.encode_block(b, 1024, 5));
+        }
+        if w.merge {
+            journal.clear();
+        }
+        for &b in &w.journal_blocks {
+            let blk = d.encode_journal_block(b, 1024, 5);
+            if (b as usize) < journal.len() {
+                journal[b as usize] = blk;
+            } else {
+                journal.push(blk);
+            }
+        }
+    }
 
     #[test]
     fn alloc_assign_retire_and_reload() {
@@ -307,15 +552,111 @@ mod tests {
         assert_eq!(d.alloc(), 3);
         d.release_pending();
         assert_eq!(d.alloc(), 1);
-        let dirty = d.take_dirty();
-        assert_eq!(dirty.into_iter().collect::<Vec<_>>(), vec![0]);
         d.assign(1, 200, 4);
         d.assign(3, 201, 4);
         let blk = d.encode_block(0, 1024, 5);
-        let l = Dat::load(&[Some(blk)], d.nslots(), 1024, 5).unwrap();
+        let l = Dat::load(&[Some(blk)], d.nslots(), &[], 0, 1024, 5).unwrap();
         assert_eq!(l.phys(1), 200);
         assert_eq!(l.phys(2), 101);
         assert_eq!(l.phys(3), 201);
         assert_eq!(l.nslots(), 4);
+    }
+
+    #[test]
+    fn changes_go_to_the_journal_until_a_merge_is_due() {
+        // 1 KiB blocks: 31 entries or records a block.
+        let per = MetaKind::Dat.per_block(1024) as u64;
+        let mut d = Dat::new(vec![DatEntry::default()], 1024);
+        let (mut disk, mut journal) = (Vec::new(), Vec::new());
+        // 200 blocks' worth of entries, written once (a merge: nothing
+        // in the journal yet is cheaper than the blocks).
+        let vs: Vec<u64> = (0..200 * per).map(|_| d.alloc()).collect();
+        let w = d.plan_write(&vs, u64::MAX);
+        for &v in &vs {
+            d.assign(v, 1000 + v, 2);
+        }
+        assert!(w.merge);
+        assert_eq!(w.blocks.len() as u64, d.nblocks());
+        write(&mut d, &w, &mut disk, &mut journal);
+        // Scattered changes: one entry in each of 40 blocks, a checkpoint
+        // after another. They are journaled, a block or two each time,
+        // not 40 DAT blocks.
+        let mut rounds = 0;
+        loop {
+            for k in 0..40 {
+                let v = vs[((rounds * 41 + k * 97) % vs.len() as u64) as usize];
+                d.relocate(v, 5000 + rounds);
+            }
+            let w = d.plan_write(&[], u64::MAX);
+            rounds += 1;
+            if w.merge {
+                // Due once the journal is half the size of the stale
+                // blocks; the merge writes every one of them.
+                assert!(journal.len() as u64 * JOURNAL_SHARE + 2 >= w.blocks.len() as u64);
+                write(&mut d, &w, &mut disk, &mut journal);
+                assert_eq!(d.journal_len(), 0);
+                break;
+            }
+            assert!(w.blocks.is_empty());
+            assert!(w.journal_blocks.len() <= 3, "{w:?}");
+            write(&mut d, &w, &mut disk, &mut journal);
+            assert_eq!(d.journal_len(), rounds * 40);
+            // Blocks plus journal give the current table at every step.
+            let l = Dat::load(&disk, d.nslots(), &journal, d.journal_len(), 1024, 5).unwrap();
+            assert!(vs.iter().all(|&v| l.entry(v) == d.entry(v)));
+            assert!(rounds < 100, "no merge came");
+        }
+        assert!(rounds > 5, "merged after {rounds} rounds");
+        let l = Dat::load(&disk, d.nslots(), &journal, 0, 1024, 5).unwrap();
+        assert!(vs.iter().all(|&v| l.entry(v) == d.entry(v)));
+    }
+
+    #[test]
+    fn a_merge_waits_for_room_and_forced_blocks_are_written_current() {
+        let per = MetaKind::Dat.per_block(1024) as u64;
+        let mut d = Dat::new(vec![DatEntry::default()], 1024);
+        let (mut disk, mut journal) = (Vec::new(), Vec::new());
+        let vs: Vec<u64> = (0..50 * per).map(|_| d.alloc()).collect();
+        for &v in &vs {
+            d.assign(v, 10 + v, 1);
+        }
+        let w = d.plan_write(&[], u64::MAX);
+        write(&mut d, &w, &mut disk, &mut journal);
+        // Without room a merge that is due is put off (journaled instead)
+        // unless it writes no more than journaling: two changes a round
+        // take at most 2 journal blocks.
+        let mut merges = 0;
+        for r in 0..200 {
+            d.relocate(vs[(r * 31 % vs.len() as u64) as usize], 7000 + r);
+            d.retire(vs[(r * 17 % vs.len() as u64) as usize], 9);
+            let w = d.plan_write(&[], 0);
+            assert!(!w.merge || w.blocks.len() <= 2, "{w:?}");
+            merges += u64::from(w.merge);
+            if r == 150 {
+                // Cleaning moves DAT block 3 and journal block 0: both are
+                // rewritten, the DAT block with its current entries.
+                d.force_block(3);
+                d.force_journal_block(0);
+                let w = d.plan_write(&[], 0);
+                assert!(w.blocks.contains(&3) && w.journal_blocks.contains(&0));
+                write(&mut d, &w, &mut disk, &mut journal);
+                continue;
+            }
+            write(&mut d, &w, &mut disk, &mut journal);
+        }
+        assert!(merges < 10, "{merges} merges");
+        assert!(d.journal_len() > 2 * per);
+        let l = Dat::load(&disk, d.nslots(), &journal, d.journal_len(), 1024, 5).unwrap();
+        assert!(vs.iter().all(|&v| l.entry(v) == d.entry(v)));
+        // A journal cut short, or naming a block beyond the table, is
+        // refused.
+        assert!(matches!(
+            Dat::load(&disk, d.nslots(), &journal[..1], d.journal_len(), 1024, 5),
+            Err(Error::Corrupted { .. })
+        ));
+        assert!(matches!(
+            Dat::load(&disk, 5, &journal, d.journal_len(), 1024, 5),
+            Err(Error::Corrupted { .. })
+        ));
     }
 }
