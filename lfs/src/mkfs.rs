@@ -22,9 +22,9 @@ use std::io::IoSlice;
 use crate::blockdev::BlockDevice;
 use crate::format::{
     self, reserved_segments, BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, DatEntry,
-    FsState, Inode, JournalRoot, LogHeader, LogSummary, MetaBlockHeader, MetaKind, SegUsage, SuFileHeader,
-    SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO, IFILE_INO,
-    LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
+    FsState, Inode, JournalRoot, LogHeader, LogSummary, MetaBlockHeader, MetaKind, SegUsage,
+    SuFileHeader, SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO,
+    IFILE_INO, LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
 };
 pub use crate::units::human_bytes;
 use crate::{Error, Result};

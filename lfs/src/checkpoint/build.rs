@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::format::{
     BlockEntry, BlockKind, CheckpointEntry, CpFileHeader, Inode, JournalRoot, LogHeader,
-    LogSummary,
-    MetaBlockHeader, MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR, CP_FLAG_SNAPSHOT,
-    DATJ_INO, DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT, SUFILE_INO,
+    LogSummary, MetaBlockHeader, MetaKind, SuperRoot, Writer, CPFILE_INO, CP_FLAG_MINOR,
+    CP_FLAG_SNAPSHOT, DATJ_INO, DAT_INO, IFILE_INO, INODE_SIZE, LOG_FLAG_GC, LOG_FLAG_SUPER_ROOT,
+    SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
 use crate::fs::state::State;
@@ -88,9 +88,10 @@ impl State {
         let bs = self.bs;
         let seed = self.seed;
         let p = crate::fs::bmap::ptrs_per_node(bs);
-        // Free space beyond what this checkpoint is booked for: a DAT
-        // merge may use it, never the cleaning reserve.
-        let room = self.avail_blocks();
+        // Free space beyond what this checkpoint is booked for, and what
+        // is booked for a due DAT merge: a merge may use that, never the
+        // cleaning reserve.
+        let room = self.avail_blocks() + self.dat.merge_booking();
         let freed = self.segs.collect_free();
         let mut gc = std::mem::take(&mut self.gc_queue);
         let mut virt: Vec<Payload> = Vec::new();
@@ -447,8 +448,7 @@ impl State {
             self.drop_journal();
         }
         let dat_addrs = self.place_phys(PhysFile::Dat, &dat_blocks, &dat_nodes, &mut next_addr);
-        let datj_addrs =
-            self.place_phys(PhysFile::DatJ, &datj_blocks, &datj_nodes, &mut next_addr);
+        let datj_addrs = self.place_phys(PhysFile::DatJ, &datj_blocks, &datj_nodes, &mut next_addr);
         let cp_addrs = self.place_phys(PhysFile::Cp, &cp_blocks, &cp_nodes, &mut next_addr);
         let su_addrs = self.place_phys(PhysFile::Su, &su_blocks, &su_nodes, &mut next_addr);
         // Segments this checkpoint emptied are freed by it too, if their
@@ -591,7 +591,8 @@ impl State {
             .iter()
             .filter(|p| matches!(p.entry.kind, BlockKind::Indirect(_)))
             .count() as u64;
-        let dat = (dat_blocks.len() + dat_nodes.len() + datj_blocks.len() + datj_nodes.len()) as u64;
+        let dat =
+            (dat_blocks.len() + dat_nodes.len() + datj_blocks.len() + datj_nodes.len()) as u64;
         let mut written = Written {
             data,
             dat,

@@ -61,10 +61,24 @@ pub struct CleanReport {
     pub blocks_freed: u64,
 }
 
-/// A pass must free at least this share (1/16) of what it empties more
-/// than it writes: a segment more than ~90 % live is not worth moving,
-/// and the policy is asked for another (EAGAIN).
-const MIN_NET_SHARE: u64 = 16;
+/// A pass must free at least this share (1/64) of what it empties, and
+/// [`MIN_NET_BLOCKS`], more than it writes, by an estimate that counts
+/// every block its checkpoint writes for it (moved blocks and their
+/// summaries, the DAT journal, usage, checkpoint file and super root
+/// blocks): else the policy is asked for other segments (EAGAIN). A
+/// share of 1/16 with a rough estimate refused every pass of a 90 %
+/// full filesystem, whose every segment was ~91 % live, and writers got
+/// ENOSPC; a pass that nets little is expensive, but it is progress.
+const MIN_NET_SHARE: u64 = 64;
+
+/// See [`MIN_NET_SHARE`].
+const MIN_NET_BLOCKS: u64 = 8;
+
+/// Blocks a pass's checkpoint writes besides the moved blocks, their
+/// summaries, the journal and the usage blocks: checkpoint file blocks
+/// (its header's and the new entry's), the super root, the summary and
+/// an indirect block of the physical files.
+const PASS_FIXED_BLOCKS: u64 = 5;
 
 /// Reads the live blocks `wanted` (address, summary entry), physically
 /// consecutive ones together.
@@ -229,11 +243,27 @@ impl Fs {
             // more than it writes (MIN_NET_SHARE), or cleaning would eat
             // the reserve: a pass that nets a few blocks, by an estimate,
             // can lose them.
-            let dat_blocks = st.dat.cost_of_changes(wanted.len() as u64);
-            let cost = (wanted.len() + meta.len()) as u64 + dat_blocks + 16;
-            let gain = victims.len() as u64 * u64::from(sb.blocks_per_segment);
+            let moved = wanted.len() as u64;
+            let bps = u64::from(sb.blocks_per_segment);
+            let dat_blocks = st.dat.cost_of_changes(moved);
+            // A log's summary per segment the cold log enters.
+            let summaries = crate::format::LogHeader::summary_blocks_for(moved as usize, bs) as u64
+                + moved.div_ceil(crate::log::layout::payload_per_segment(bs, bps))
+                + 1;
+            // Usage blocks of the victims, and of the segments the cold
+            // log and the checkpoint enter.
+            let su_blocks = victims
+                .iter()
+                .map(|&s| st.segs.block_of(s))
+                .collect::<HashSet<_>>()
+                .len() as u64
+                + 2;
+            let cost =
+                moved + meta.len() as u64 + dat_blocks + summaries + su_blocks + PASS_FIXED_BLOCKS;
+            let gain = victims.len() as u64 * bps;
             let room = st.avail_for_cleaning();
-            if cost > room || cost + gain / MIN_NET_SHARE > gain {
+            let margin = (gain / MIN_NET_SHARE).max(MIN_NET_BLOCKS);
+            if cost > room || cost + margin > gain {
                 log::debug!(
                     "cleaning {victims:?} refused: about {cost} blocks to write ({} moved, {} \
                      metadata, {} DAT) to free {gain}, {room} left for cleaning ({} clean, {} \

@@ -777,13 +777,15 @@ impl State {
         // 256 at most), and change up to 4 DAT entries (its new and its
         // retired one, its indirect block's), which go to the DAT
         // journal; plus a fixed margin for the checkpoint file, usage and
-        // inode blocks. (A DAT merge writes more, but only into room no
+        // inode blocks. (A DAT merge writes more, but only into room
+        // booked for it once it is due, `Dat::merge_booking`, or that no
         // booking counts on: `Dat::plan_write`.) An estimate of one in 32
         // for all of it let repeated small checkpoints at the edge of a
         // full filesystem eat the cleaning reserve until one could not be
         // built.
         let indirect = meta_for.min(self.dat.nslots() / 256 + 1);
-        let overhead = indirect + self.dat.cost_of_changes(4 * meta_for) + 64;
+        let overhead =
+            indirect + self.dat.cost_of_changes(4 * meta_for) + self.dat.merge_booking() + 64;
         free.saturating_sub(dirty + overhead)
     }
 
