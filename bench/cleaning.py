@@ -65,6 +65,7 @@ MODES = {
                   s4_size=128 << 20, s4_protection=1, s4_secs=2),
 }
 SEED004_RATE = "2m"  # bytes/s each seed 004 phase writes (fio rate=)
+KEEP = False  # --keep: leave each cell's directory (image, logs) behind
 
 
 def say(msg):
@@ -246,7 +247,7 @@ def wa_case(bin_dir, work, m, wl, dist, util, policy):
                    passes=b["gc_passes"] - a["gc_passes"], cleaner=st.get("status", st),
                    checkpoints=b["checkpoints"] - a["checkpoints"],
                    breakdown={k: b.get(k, 0) - a.get(k, 0) for k in BREAKDOWN})
-        mnt.close()
+        mnt.close(keep=KEEP)
         return res
     except Exception:
         mnt.close(keep=True)
@@ -555,6 +556,8 @@ def main():
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS-cleaning.md"))
     ap.add_argument("--workdir", default=os.environ.get("LFS_BENCH_DIR", "/var/tmp/lfs-bench") + "/cleaning")
     ap.add_argument("--no-build", action="store_true")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep every cell's image and fsd/cleanerd logs in the work directory")
     ap.add_argument("--only", choices=["wa", "seed004"])
     ap.add_argument("--wa-from", metavar="JSON",
                     help="with --only seed004: take the WA cells from an earlier run's JSON")
@@ -563,6 +566,8 @@ def main():
     ap.add_argument("--utils", default=",".join(map(str, UTILS)), help="comma-separated subset")
     a = ap.parse_args()
     mode = a.mode or "quick"
+    global KEEP
+    KEEP = a.keep
     m = MODES[mode]
     if os.geteuid() != 0:
         print("bench/cleaning.py needs root (fsd mounts)", file=sys.stderr)

@@ -76,6 +76,9 @@ pub struct PassReport {
     pub needed: u64,
     /// Segments fsd cleaned.
     pub cleaned: Vec<u64>,
+    /// Chosen segments whose survivors the policy sent to the warm head.
+    #[serde(default)]
+    pub warm: Vec<u64>,
     /// Segments skipped because fsd answered EAGAIN.
     pub skipped: Vec<u64>,
     /// Whether deferred segments were marked young.
@@ -132,6 +135,12 @@ impl PassReport {
             }
         };
         let mut s = head;
+        if !self.warm.is_empty() {
+            s.push_str(&format!(
+                "; survivors of {:?} to the warm head",
+                self.warm
+            ));
+        }
         if !self.skipped.is_empty() {
             s.push_str(&format!(
                 "; skipped {:?} (EAGAIN: not cleanable now)",
@@ -203,6 +212,7 @@ pub fn run_pass(
         reclaimable: 0,
         needed: 0,
         cleaned: Vec::new(),
+        warm: Vec::new(),
         skipped: Vec::new(),
         marked_young: false,
         set_suinfo_unsupported: false,
@@ -216,6 +226,7 @@ pub fn run_pass(
     let expire = CleanSegments {
         protection_s,
         segments: Vec::new(),
+        warm: Vec::new(),
     };
     match c.call(&expire) {
         Ok(r) => report.add(&r),
@@ -233,7 +244,7 @@ pub fn run_pass(
     }
 
     let items = read_suinfo(c, st.nsegs)?;
-    history.observe(now, &items);
+    history.observe(&items);
     let cands = policy::candidates(&items);
     report.candidates = cands.len();
     let chosen = policy::select(
@@ -280,8 +291,15 @@ pub fn run_pass(
     }
 
     report.outcome = Outcome::Cleaned;
+    // Hot survivors apart from cold ones, where the policy separates them.
+    let warm = policy::warm_victims(spec.policy, &cands, history);
+    report.warm = chosen
+        .iter()
+        .map(|c| c.segnum)
+        .filter(|s| warm.contains(s))
+        .collect();
     let chosen = report.chosen.clone();
-    clean_batch(c, protection_s, &chosen, &mut report)?;
+    clean_batch(c, protection_s, &chosen, &warm, &mut report)?;
     let want = spec.effort.nsegments;
     if report.cleaned.len() < want && !report.skipped.is_empty() {
         // In greedy order: the segments most likely to free more than
@@ -296,7 +314,7 @@ pub fn run_pass(
         let mut rest = extra.as_slice();
         while report.cleaned.len() < want && !rest.is_empty() {
             let (batch, tail) = rest.split_at((want - report.cleaned.len()).min(rest.len()));
-            clean_batch(c, protection_s, batch, &mut report)?;
+            clean_batch(c, protection_s, batch, &warm, &mut report)?;
             rest = tail;
         }
     }
@@ -312,6 +330,7 @@ fn clean_batch(
     c: &mut Client,
     protection_s: u32,
     segs: &[u64],
+    warm: &[u64],
     report: &mut PassReport,
 ) -> Result<(), PassError> {
     if segs.is_empty() {
@@ -320,6 +339,7 @@ fn clean_batch(
     let req = CleanSegments {
         protection_s,
         segments: segs.to_vec(),
+        warm: segs.iter().copied().filter(|s| warm.contains(s)).collect(),
     };
     match c.call(&req) {
         Ok(r) => {
@@ -329,8 +349,8 @@ fn clean_batch(
         }
         Err(e) if e.errno() == Some(EAGAIN) && segs.len() > 1 => {
             let (a, b) = segs.split_at(segs.len() / 2);
-            clean_batch(c, protection_s, a, report)?;
-            clean_batch(c, protection_s, b, report)
+            clean_batch(c, protection_s, a, warm, report)?;
+            clean_batch(c, protection_s, b, warm, report)
         }
         Err(e) if e.errno() == Some(EAGAIN) => {
             report.skipped.push(segs[0]);

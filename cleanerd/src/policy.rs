@@ -161,27 +161,56 @@ pub fn rank(
         }
         Policy::Greedy => v.sort_by(tie_break),
         Policy::CostBenefit => by_score(&mut v, |c| cost_benefit(c, now, capacity)),
-        Policy::DecliningCost => by_score(&mut v, |c| -declining_cost(c, now, capacity, history)),
+        Policy::DecliningCost => by_score(&mut v, |c| -declining_cost(c, capacity, history)),
     }
     v
 }
 
 /// Passes over which `declining-cost` weighs what waiting would save,
-/// chosen with the model in `sim.rs` (512 × 128-block segments): at 64 it
-/// is ahead of cost-benefit on Zipf at 70–90 % and 90/10 at 90 %, within
-/// 3 % behind on 80/20; at 16 it falls back towards greedy, at 256 it
-/// waits too long at 90 %.
-pub const HORIZON: f64 = 64.0;
+/// chosen with the model in `sim.rs` (256 × 128-block segments, the
+/// warm head in use): 32 is ahead of cost-benefit and greedy on every
+/// skewed workload at 70–90 %; 16 and 64 lose ground at 70 % and at 90 %,
+/// 128 waits too long at 90 %.
+pub const HORIZON: f64 = 32.0;
 
 /// `declining-cost`'s score of `c`, lower is better (see the module doc).
-pub fn declining_cost(c: &Candidate, now: u64, capacity: u32, history: &History) -> f64 {
+/// Rates and the gap between passes are in blocks written (the
+/// [`History`]'s clock), so the score is the same whether passes come
+/// every 10 ms or every minute.
+pub fn declining_cost(c: &Candidate, capacity: u32, history: &History) -> f64 {
     let cap = f64::from(capacity.max(1));
     let u = (f64::from(c.nlive) / cap).min(MAX_UTILISATION);
-    let rho = history
-        .death_rate(c.segnum)
-        .unwrap_or_else(|| c.reclaimable() as f64 / c.age(now).max(1) as f64);
-    let gap = history.gap().unwrap_or(1.0);
-    u / (1.0 - u) + HORIZON * gap * rho / cap / ((1.0 - u) * (1.0 - u))
+    u / (1.0 - u) + HORIZON * history.deaths_per_pass(c) / cap / ((1.0 - u) * (1.0 - u))
+}
+
+/// Whether `declining-cost` sends the survivors of victim `c` to the warm
+/// head: at the rate it is dying, its live blocks would all be dead
+/// within [`HOT_HORIZON`] passes. Such survivors are the hot blocks a
+/// pass caught before they were overwritten; mixed with the cold ones in
+/// one segment, they would leave holes there soon after, and that
+/// segment, mostly cold data, would have to be copied again.
+pub fn is_hot(c: &Candidate, history: &History) -> bool {
+    c.nlive > 0
+        && history.death_rate(c.segnum).is_some()
+        && HOT_HORIZON * history.deaths_per_pass(c) >= f64::from(c.nlive)
+}
+
+/// See [`is_hot`]; in the model, 16 catches too few hot victims on 80/20,
+/// and 64 to 256 do about equally well.
+pub const HOT_HORIZON: f64 = 64.0;
+
+/// The victims among `chosen` whose survivors `policy` sends to the warm
+/// head rather than the cold one: only `declining-cost` separates them
+/// ([`is_hot`]); the other policies choose victims only.
+pub fn warm_victims(policy: Policy, chosen: &[Candidate], history: &History) -> Vec<u64> {
+    match policy {
+        Policy::DecliningCost => chosen
+            .iter()
+            .filter(|c| is_hot(c, history))
+            .map(|c| c.segnum)
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Utilisation is capped below 1 so that a full segment's cost is finite.
@@ -216,39 +245,65 @@ struct Seen {
     last_mod: u64,
     nblocks: u32,
     nlive: u32,
+    /// The clock then.
     at: u64,
+    /// The clock when these contents were first seen.
+    born: u64,
 }
 
-/// What earlier passes saw: per segment its last usage and its death rate,
-/// and the mean time between observations.
+/// What earlier passes saw: per segment its last usage and its death
+/// rate, and the mean interval between observations.
+///
+/// Its clock counts the blocks written to the device, as the usage
+/// reports show them (each observation adds what segments gained since
+/// the last one): wall-clock seconds were too coarse (a benchmark cell
+/// made 50 passes a second, and every rate and gap was 0 or a whole
+/// second), and counting passes misreads bursts of passes after a
+/// pause. Rates are dead blocks per block written.
 #[derive(Debug, Clone, Default)]
 pub struct History {
     seen: HashMap<u64, Seen>,
-    /// Live blocks lost per second, per unchanged segment.
+    /// Live blocks lost per block written, per unchanged segment.
     rate: HashMap<u64, f64>,
-    /// Seconds between observations.
+    /// Blocks written between observations.
     gap: Option<f64>,
-    last: Option<u64>,
+    /// Blocks written (the clock).
+    clock: u64,
+    observed: bool,
 }
 
 impl History {
-    /// Records the usage of `items` seen at `now`. A dirty segment not
-    /// rewritten since the last observation (same `last_mod` and
-    /// `nblocks`) updates its death rate; a rewritten one starts again; a
-    /// clean one is forgotten.
-    pub fn observe(&mut self, now: u64, items: &[Suinfo]) {
-        if let Some(last) = self.last.filter(|&l| now > l) {
-            self.gap = Some(ewma(self.gap, (now - last) as f64, GAP_WEIGHT));
+    /// Records the usage of `items`. A dirty segment not rewritten since
+    /// the last observation (same `last_mod` and `nblocks`) updates its
+    /// death rate; a rewritten one starts again; a clean one is
+    /// forgotten.
+    pub fn observe(&mut self, items: &[Suinfo]) {
+        let died: u64 = items
+            .iter()
+            .filter(|s| s.flags & SUINFO_DIRTY != 0)
+            .filter_map(|s| {
+                let p = self.seen.get(&s.segnum)?;
+                (p.last_mod == s.last_mod && p.nblocks == s.nblocks)
+                    .then(|| u64::from(p.nlive.saturating_sub(s.nlive)))
+            })
+            .sum();
+        if self.observed {
+            self.clock += died;
+            if died > 0 {
+                self.gap = Some(ewma(self.gap, died as f64, GAP_WEIGHT));
+            }
         }
-        self.last = Some(now);
+        let now = self.clock;
         for s in items {
             if s.flags & SUINFO_DIRTY == 0 {
                 self.seen.remove(&s.segnum);
                 self.rate.remove(&s.segnum);
                 continue;
             }
+            let mut born = now;
             match self.seen.get(&s.segnum) {
                 Some(prev) if prev.last_mod == s.last_mod && prev.nblocks == s.nblocks => {
+                    born = prev.born;
                     if now > prev.at {
                         let died = f64::from(prev.nlive.saturating_sub(s.nlive));
                         let r = died / (now - prev.at) as f64;
@@ -267,20 +322,41 @@ impl History {
                     nblocks: s.nblocks,
                     nlive: s.nlive,
                     at: now,
+                    born,
                 },
             );
         }
+        self.observed = true;
     }
 
-    /// The observed death rate of `segnum` (blocks per second), once it
-    /// was seen unchanged twice.
+    /// The observed death rate of `segnum` (dead blocks per block
+    /// written), once it was seen unchanged twice with writes between.
     pub fn death_rate(&self, segnum: u64) -> Option<f64> {
         self.rate.get(&segnum).copied()
     }
 
-    /// The mean seconds between observations, once there were two.
+    /// The mean blocks written between observations, once blocks were
+    /// written between two.
     pub fn gap(&self) -> Option<f64> {
         self.gap
+    }
+
+    /// Blocks `c` loses per pass: its death rate times the gap. Before a
+    /// rate is known, its reclaimable blocks over the blocks written since
+    /// its contents were first seen (at least one gap), as if it had lost
+    /// them at an even pace.
+    pub fn deaths_per_pass(&self, c: &Candidate) -> f64 {
+        let gap = self.gap.unwrap_or(1.0);
+        match self.death_rate(c.segnum) {
+            Some(r) => r * gap,
+            None => {
+                let age = self
+                    .seen
+                    .get(&c.segnum)
+                    .map_or(0.0, |s| (self.clock - s.born) as f64);
+                c.reclaimable() as f64 * gap / age.max(gap)
+            }
+        }
     }
 
     /// Forgets everything (e.g. after a reconnect to a filesystem that
@@ -411,59 +487,83 @@ mod tests {
     }
 
     #[test]
-    fn history_learns_death_rates_and_the_pass_gap() {
+    fn history_counts_time_in_dead_blocks() {
         let mut h = History::default();
-        h.observe(1000, &[su(1, 900, 100), su(2, 0, 100)]);
+        h.observe(&[su(1, 900, 100), su(2, 0, 100), su(3, 5, 100)]);
         assert_eq!((h.death_rate(1), h.gap()), (None, None));
-        // Between 1000 and 1200, segment 1 loses 40 blocks (0.2/s),
-        // segment 2 none.
-        h.observe(1200, &[su(1, 900, 60), su(2, 0, 100)]);
-        assert_eq!(h.death_rate(1), Some(0.2));
+        // Segment 1 loses 40 blocks, the others none: the clock moves 40,
+        // segment 1 lost one block per block that died, the others 0.
+        h.observe(&[su(1, 900, 60), su(2, 0, 100), su(3, 5, 100)]);
+        assert_eq!(h.death_rate(1), Some(1.0));
         assert_eq!(h.death_rate(2), Some(0.0));
-        assert_eq!(h.gap(), Some(200.0));
-        // Then segment 1 loses 10 in 100 s (0.1/s): the average moves
-        // halfway; the gap a tenth of the way. A rewritten segment (new last_mod) starts
-        // again.
-        h.observe(1300, &[su(1, 900, 50), su(2, 1250, 100)]);
-        assert!((h.death_rate(1).unwrap() - 0.15).abs() < 1e-12);
+        assert_eq!(h.gap(), Some(40.0));
+        // Then 1 and 3 lose 10 each (0.5 per block each): the averages
+        // move halfway, the gap a tenth of the way. A rewritten segment
+        // (new last_mod) starts again, and its deaths are not counted.
+        h.observe(&[su(1, 900, 50), su(2, 1250, 10), su(3, 5, 90)]);
+        assert_eq!(h.death_rate(1), Some(0.75));
+        assert_eq!(h.death_rate(3), Some(0.25));
         assert_eq!(h.death_rate(2), None);
-        assert_eq!(h.gap(), Some(190.0));
+        assert_eq!(h.gap(), Some(38.0));
+        // Passes with no deaths between them (a burst) leave it alone.
+        h.observe(&[su(1, 900, 50), su(2, 1250, 10), su(3, 5, 90)]);
+        assert_eq!((h.death_rate(1), h.gap()), (Some(0.75), Some(38.0)));
         // A segment that became clean is forgotten.
-        h.observe(
-            1400,
-            &[Suinfo {
-                flags: 0,
-                ..su(1, 900, 0)
-            }],
-        );
+        h.observe(&[Suinfo {
+            flags: 0,
+            ..su(1, 900, 0)
+        }]);
         assert_eq!(h.death_rate(1), None);
         h.clear();
         assert_eq!(h.gap(), None);
     }
 
     #[test]
-    fn declining_cost_without_history_uses_the_mean_death_rate() {
-        // No history: ρ = reclaimable / age, gap 1 s. Segment 2 (age 10,
-        // 95 dead) is dying at 9.5/s: 0.05/0.95 + 64·9.5/100/0.95² ≈ 6.8,
-        // so it waits behind 3 (0.5/0.5 + 64·0.025/100/0.25 = 1.064), 1
-        // (4 + 64·0.004/100/0.04 = 4.064) and 4 (9 + 64·(10/9000)/100/0.01 ≈ 9.71).
+    fn deaths_per_pass_before_a_rate_is_known() {
+        let mut h = History::default();
+        // No history: all its reclaimable blocks in one pass.
+        assert_eq!(h.deaths_per_pass(&c(1, 10, 60)), 40.0);
+        h.observe(&[su(1, 900, 100), su(2, 0, 100)]);
+        h.observe(&[su(1, 900, 20), su(2, 0, 100)]);
+        // 80 died, one pass of 80: segment 4, first seen now with 30
+        // reclaimable blocks, lost them in at most one pass...
+        h.observe(&[su(1, 900, 20), su(2, 0, 100), su(4, 7, 70)]);
+        assert_eq!(h.deaths_per_pass(&c(4, 10, 70)), 30.0);
+        // ...and 160 dead blocks later, at half that pace a pass.
+        h.observe(&[su(1, 900, 20), su(2, 0, 20), su(4, 7, 70)]);
+        assert_eq!(h.gap(), Some(80.0));
+        let mut h2 = h.clone();
+        h2.rate.clear();
+        assert!((h2.deaths_per_pass(&c(4, 10, 70)) - 30.0).abs() < 1e-9);
+        // Segment 1 lost 80 of 80, then none of 80: half a block per
+        // dead block on average, 40 a pass.
+        assert_eq!(h.deaths_per_pass(&c(1, 10, 20)), 40.0);
+    }
+
+    #[test]
+    fn declining_cost_without_history_ranks_as_greedy() {
+        // No history: every segment lost its dead blocks in one pass; the
+        // emptiest is still cheapest: 2 (0.05/0.95 + 32·95/100/0.95² ≈
+        // 33.7), 3 (1 + 32·50/100/0.25 = 65), 1 (4 + 32·20/100/0.04 =
+        // 164), 4 (9 + 32·10/100/0.01 = 329).
         let h = History::default();
-        let x = declining_cost(&c(3, 2000, 50), NOW, CAP, &h);
-        assert!((x - 1.064).abs() < 1e-9, "{x}");
-        assert_eq!(order(Policy::DecliningCost, &mix(), &h), [3, 1, 2, 4]);
+        let x = declining_cost(&c(3, 2000, 50), CAP, &h);
+        assert!((x - 65.0).abs() < 1e-9, "{x}");
+        assert_eq!(order(Policy::DecliningCost, &mix(), &h), [2, 3, 1, 4]);
+        assert_eq!(order(Policy::Greedy, &mix(), &h), [2, 3, 1, 4]);
         // A full segment has a finite cost.
-        assert!(declining_cost(&c(9, 100, CAP), NOW, CAP, &h).is_finite());
+        assert!(declining_cost(&c(9, 100, CAP), CAP, &h).is_finite());
     }
 
     #[test]
     fn declining_cost_leaves_segments_that_are_still_dying() {
         // Two segments with the same utilisation and age: 5 has been
-        // losing 1 block/s, 6 nothing; cost-benefit cannot tell them
-        // apart (it prefers the lower number), declining-cost takes the
-        // stable one first and keeps the dying one for later.
+        // losing blocks, 6 none; cost-benefit cannot tell them apart (it
+        // prefers the lower number), declining-cost takes the stable one
+        // first and keeps the dying one for later.
         let mut h = History::default();
-        h.observe(NOW - 20, &[su(5, NOW - 1000, 70), su(6, NOW - 1000, 50)]);
-        h.observe(NOW, &[su(5, NOW - 1000, 50), su(6, NOW - 1000, 50)]);
+        h.observe(&[su(5, NOW - 1000, 70), su(6, NOW - 1000, 50)]);
+        h.observe(&[su(5, NOW - 1000, 50), su(6, NOW - 1000, 50)]);
         let cands = [c(5, 1000, 50), c(6, 1000, 50)];
         assert_eq!(order(Policy::CostBenefit, &cands, &h), [5, 6]);
         assert_eq!(order(Policy::DecliningCost, &cands, &h), [6, 5]);
@@ -472,5 +572,25 @@ mod tests {
             .map(|c| c.segnum)
             .collect();
         assert_eq!(picked, [6]);
+    }
+
+    #[test]
+    fn only_declining_cost_sends_hot_survivors_to_the_warm_head() {
+        let mut h = History::default();
+        h.observe(&[su(7, 1, 100), su(8, 2, 100), su(9, 3, 100)]);
+        // 7 loses 40 blocks a pass: its 60 live ones would be dead within
+        // HOT_HORIZON passes. 8 loses none; 9 was rewritten (no rate).
+        h.observe(&[su(7, 1, 60), su(8, 2, 100), su(9, 4, 90)]);
+        let cands = [c(7, 10, 60), c(8, 10, 100), c(9, 10, 90)];
+        assert!(is_hot(&cands[0], &h));
+        assert_eq!(warm_victims(Policy::DecliningCost, &cands, &h), [7]);
+        for p in [Policy::Timestamp, Policy::Greedy, Policy::CostBenefit] {
+            assert!(warm_victims(p, &cands, &h).is_empty());
+        }
+        // Dying at a 256th of that pace, it is not hot.
+        let slow = Candidate { nlive: 60, ..cands[0] };
+        let mut h2 = h.clone();
+        h2.rate.insert(7, 1.0 / 256.0);
+        assert!(!is_hot(&slow, &h2));
     }
 }

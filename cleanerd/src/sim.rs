@@ -223,17 +223,20 @@ struct Device {
     /// Logical block → (segment, index), or none before its first write.
     loc: Vec<Option<(usize, usize)>>,
     free: Vec<usize>,
-    heads: [usize; 2],
+    heads: [usize; 3],
     time: u64,
     copied: u64,
 }
 
 const USER: usize = 0;
 const GC: usize = 1;
+/// The cleaner's second head, for survivors of victims the policy finds
+/// hot ([`policy::warm_victims`]).
+const WARM: usize = 2;
 
 impl Device {
     fn new(nsegs: usize, bps: usize, nblocks: usize) -> Device {
-        let mut free: Vec<usize> = (2..nsegs).rev().collect();
+        let mut free: Vec<usize> = (3..nsegs).rev().collect();
         free.shrink_to_fit();
         Device {
             bps,
@@ -242,7 +245,7 @@ impl Device {
             last_mod: vec![0; nsegs],
             loc: vec![None; nblocks],
             free,
-            heads: [0, 1],
+            heads: [0, 1, 2],
             time: 0,
             copied: 0,
         }
@@ -285,12 +288,13 @@ impl Device {
             .collect()
     }
 
-    /// Copies the live blocks of `seg` to the cold log and frees it.
-    fn clean(&mut self, seg: usize) -> Result<(), String> {
+    /// Copies the live blocks of `seg` to the cleaner's log `head` and
+    /// frees it.
+    fn clean(&mut self, seg: usize, head: usize) -> Result<(), String> {
         let blocks = std::mem::take(&mut self.contents[seg]);
         for (i, &b) in blocks.iter().enumerate() {
             if self.loc[b] == Some((seg, i)) {
-                self.append(GC, b)?;
+                self.append(head, b)?;
                 self.copied += 1;
             }
         }
@@ -326,7 +330,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
         if dev.free.len() < cfg.reserve {
             while dev.free.len() < cfg.reserve + cfg.nsegments {
                 let items = dev.suinfo();
-                history.observe(dev.time, &items);
+                history.observe(&items);
                 let cands = policy::candidates(&items);
                 let chosen = policy::select(
                     cfg.policy,
@@ -339,8 +343,10 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
                 if chosen.is_empty() {
                     return Err("no segment to clean: the model is full".into());
                 }
+                let warm = policy::warm_victims(cfg.policy, &chosen, &history);
                 for c in chosen {
-                    dev.clean(c.segnum as usize)?;
+                    let head = if warm.contains(&c.segnum) { WARM } else { GC };
+                    dev.clean(c.segnum as usize, head)?;
                 }
                 passes += 1;
             }

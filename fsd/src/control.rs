@@ -370,8 +370,9 @@ impl Service for FsService {
     fn clean_segments(&self, _: &Peer, r: CleanSegments) -> Result<CleanReply, i32> {
         let rep = self
             .fs
-            .clean_segments(
+            .clean_segments_placed(
                 &r.segments,
+                &r.warm,
                 std::time::Duration::from_secs(u64::from(r.protection_s)),
             )
             .map_err(|e| errno(&e))?;

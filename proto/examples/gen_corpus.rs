@@ -156,6 +156,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
         &CleanSegments {
             protection_s: 3600,
             segments: vec![7, 8],
+            warm: vec![8],
         },
     ));
     requests.extend(req(

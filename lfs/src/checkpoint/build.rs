@@ -19,6 +19,7 @@ use crate::format::{
     SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
+use crate::fs::clean::{GcBlock, COLD_HEAD, WARM_HEAD};
 use crate::fs::state::State;
 use crate::log::layout::{self, Head, Layout};
 use crate::stats::Written;
@@ -261,68 +262,28 @@ impl State {
         su_blocks.insert(0);
         let bps = u64::from(self.sb.blocks_per_segment);
         let sb = self.sb.clone();
-        // Blocks moved by cleaning go to the cold log head, in segments of
-        // their own (hot/cold separation), planned first.
-        let cold = if gc.is_empty() {
-            None
-        } else {
-            let (head, fresh) = match self.gc_head {
-                Some(h) => (h, Vec::new()),
-                None => {
-                    let c = self.segs.peek_clean(2);
-                    if c.len() < 2 {
-                        log::warn!(
-                            "checkpoint: no two clean segments to open the cold log for {} moved blocks",
-                            gc.len()
-                        );
-                        return Err(Error::NoSpace);
-                    }
-                    let h = Head {
-                        seg: c[0],
-                        block: sb.segment_start(c[0]),
-                        next_seg: c[1],
-                    };
-                    (h, c)
-                }
-            };
-            let need = layout::segments_needed(gc.len() as u64, bs, bps) as usize;
-            let clean: Vec<u64> = self
-                .segs
-                .peek_clean(need + fresh.len())
-                .into_iter()
-                .filter(|s| !fresh.contains(s))
-                .collect();
-            let lay = layout::plan_logs(
-                head,
-                gc.len() as u64,
-                false,
-                bs,
-                |s| sb.segment_start(s),
-                bps,
-                &clean,
-            )
-            .ok_or_else(|| {
-                log::warn!(
-                    "checkpoint: {} moved blocks need {need} segments, {} clean",
-                    gc.len(),
-                    clean.len()
-                );
-                Error::NoSpace
-            })?;
-            Some((lay, fresh))
-        };
-        let cold_segs: BTreeSet<u64> = cold
-            .iter()
-            .flat_map(|(l, fresh)| {
-                l.taken
+        // Blocks moved by cleaning go to the cleaner's heads, in segments
+        // of their own (hot/cold separation), planned first: the cold
+        // head, and the warm one for survivors of victims the cleaner
+        // found hot (`GcBlock::warm`).
+        let mut cleaner_logs = Vec::new();
+        let mut cold_segs: BTreeSet<u64> = BTreeSet::new();
+        let (warm, cold): (Vec<GcBlock>, Vec<GcBlock>) = gc.into_iter().partition(|g| g.warm);
+        for (which, blocks) in [(COLD_HEAD, cold), (WARM_HEAD, warm)] {
+            if blocks.is_empty() {
+                continue;
+            }
+            let (lay, fresh) = self.plan_cleaner_log(which, blocks.len() as u64, &cold_segs)?;
+            cold_segs.extend(
+                lay.taken
                     .iter()
-                    .chain(fresh)
-                    .chain(&l.left)
+                    .chain(&fresh)
+                    .chain(&lay.left)
                     .copied()
-                    .chain(l.spans.iter().map(|s| s.seg))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
+                    .chain(lay.spans.iter().map(|s| s.seg)),
+            );
+            cleaner_logs.push((which, lay, fresh, blocks));
+        }
         let (layout, su_nodes) = loop {
             let su_nodes = dirty_nodes_for(&self.su_map, &su_blocks);
             let n = (virt.len()
@@ -382,10 +343,10 @@ impl State {
         // Taken first: a segment entered and left within this checkpoint
         // must end inactive.
         let mut seq = self.seq;
-        let mut gc_payload = Vec::new();
         let mut cold_runs = Vec::new();
-        if let Some((cl, fresh)) = &cold {
-            self.book_layout(cl, fresh, seq, now_s);
+        for (which, cl, fresh, gc) in cleaner_logs {
+            let mut gc_payload = Vec::with_capacity(gc.len());
+            self.book_layout(&cl, &fresh, seq, now_s);
             let mut addrs = cl
                 .spans
                 .iter()
@@ -413,7 +374,7 @@ impl State {
                 });
             }
             let (runs, _) = build_runs(
-                cl,
+                &cl,
                 &gc_payload,
                 Arc::new(Vec::new()),
                 seq,
@@ -424,9 +385,9 @@ impl State {
                 LOG_FLAG_GC,
                 0,
             );
-            cold_runs = runs;
+            cold_runs.extend(runs);
             seq += cl.spans.len() as u64;
-            self.gc_head = Some(cl.head);
+            self.gc_heads[which] = Some(cl.head);
         }
         let first_seq = seq;
         self.book_layout(&layout, &[], first_seq, now_s);
@@ -630,6 +591,62 @@ impl State {
             freed,
             written,
         })
+    }
+
+    /// Plans `n` moved blocks at the cleaner's head `which` (opened in
+    /// two clean segments not in `taken` if there is none yet): the layout
+    /// and the segments opened for it.
+    fn plan_cleaner_log(
+        &self,
+        which: usize,
+        n: u64,
+        taken: &BTreeSet<u64>,
+    ) -> Result<(Layout, Vec<u64>)> {
+        let bs = self.bs;
+        let bps = u64::from(self.sb.blocks_per_segment);
+        let sb = &self.sb;
+        let need = layout::segments_needed(n, bs, bps) as usize;
+        let pool: Vec<u64> = self
+            .segs
+            .peek_clean(need + taken.len() + 2)
+            .into_iter()
+            .filter(|s| !taken.contains(s))
+            .collect();
+        let (head, fresh) = match self.gc_heads[which] {
+            Some(h) => (h, Vec::new()),
+            None => {
+                if pool.len() < 2 {
+                    log::warn!(
+                        "checkpoint: no two clean segments to open a cleaner's log for {n} moved blocks"
+                    );
+                    return Err(Error::NoSpace);
+                }
+                let h = Head {
+                    seg: pool[0],
+                    block: sb.segment_start(pool[0]),
+                    next_seg: pool[1],
+                };
+                (h, pool[..2].to_vec())
+            }
+        };
+        let clean: Vec<u64> = pool.into_iter().filter(|s| !fresh.contains(s)).collect();
+        let lay = layout::plan_logs(
+            head,
+            n,
+            false,
+            bs,
+            |s| sb.segment_start(s),
+            bps,
+            &clean,
+        )
+        .ok_or_else(|| {
+            log::warn!(
+                "checkpoint: {n} moved blocks need {need} segments, {} clean",
+                clean.len()
+            );
+            Error::NoSpace
+        })?;
+        Ok((lay, fresh))
     }
 
     /// Segment usage for a planned layout whose logs get sequence numbers

@@ -44,7 +44,16 @@ pub(crate) struct GcBlock {
     pub kind: BlockKind,
     /// Its contents.
     pub data: Vec<u8>,
+    /// It goes to the warm head: its victim was one the cleaner found hot.
+    pub warm: bool,
 }
+
+/// The cleaner's head for survivors of most victims.
+pub(crate) const COLD_HEAD: usize = 0;
+/// The cleaner's head for survivors of victims the cleaner found hot
+/// (still dying fast): kept apart from the cold ones, which they would
+/// otherwise riddle with holes soon after.
+pub(crate) const WARM_HEAD: usize = 1;
 
 /// What one cleaning pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -125,8 +134,26 @@ impl Fs {
     /// filesystem writes nothing, and a cleaner waiting for the thaw would
     /// only time out). Durable on return when it cleaned; a deletion
     /// alone is durable at once only if it emptied segments, else with
-    /// the next checkpoint.
+    /// the next checkpoint. Moved blocks go to the cold head.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
+        self.clean_segments_placed(segments, &[], protection)
+    }
+
+    /// [`Self::clean_segments`], the live blocks of the victims in `warm`
+    /// (each one of `segments`, else InvalidArgument) going to the warm
+    /// head instead: a cleaner that finds some victims still dying fast
+    /// keeps their survivors, likely hot, apart from the cold ones.
+    pub fn clean_segments_placed(
+        &self,
+        segments: &[u64],
+        warm: &[u64],
+        protection: Duration,
+    ) -> Result<CleanReport> {
+        if let Some(w) = warm.iter().find(|w| !segments.contains(w)) {
+            return Err(Error::InvalidArgument(format!(
+                "segment {w} is placed warm but is not among the segments to clean"
+            )));
+        }
         // A whole pass is one change: a freeze waits for it to end.
         let Some(_pass) = self.gate.try_enter() else {
             return Err(Error::Busy(
@@ -175,8 +202,11 @@ impl Fs {
                     )));
                 }
                 let u = st.segs.get(s);
-                let head = Some(s) == st.gc_head.map(|h| h.seg)
-                    || Some(s) == st.gc_head.map(|h| h.next_seg);
+                let head = st
+                    .gc_heads
+                    .iter()
+                    .flatten()
+                    .any(|h| h.seg == s || h.next_seg == s);
                 if u.is_clean() {
                     return Err(Error::Again(format!("segment {s} is clean")));
                 }
@@ -246,18 +276,20 @@ impl Fs {
             let moved = wanted.len() as u64;
             let bps = u64::from(sb.blocks_per_segment);
             let dat_blocks = st.dat.cost_of_changes(moved);
-            // A log's summary per segment the cold log enters.
+            // A log's summary per segment the cleaner's logs enter.
+            let heads = 1 + u64::from(!warm.is_empty());
             let summaries = crate::format::LogHeader::summary_blocks_for(moved as usize, bs) as u64
                 + moved.div_ceil(crate::log::layout::payload_per_segment(bs, bps))
-                + 1;
-            // Usage blocks of the victims, and of the segments the cold
-            // log and the checkpoint enter.
+                + heads;
+            // Usage blocks of the victims, and of the segments the
+            // cleaner's logs and the checkpoint enter.
             let su_blocks = victims
                 .iter()
                 .map(|&s| st.segs.block_of(s))
                 .collect::<HashSet<_>>()
                 .len() as u64
-                + 2;
+                + 1
+                + heads;
             let cost =
                 moved + meta.len() as u64 + dat_blocks + summaries + su_blocks + PASS_FIXED_BLOCKS;
             let gain = victims.len() as u64 * bps;
@@ -321,6 +353,7 @@ impl Fs {
                     continue;
                 }
                 report.blocks_moved += 1;
+                let warm = st.seg_of(addr).is_some_and(|s| warm.contains(&s));
                 st.gc_queue.push(GcBlock {
                     vblock: e.vblock,
                     from: addr,
@@ -328,6 +361,7 @@ impl Fs {
                     offset: e.offset,
                     kind: e.kind,
                     data,
+                    warm,
                 });
             }
             report.blocks_moved += meta;

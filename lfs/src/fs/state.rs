@@ -98,9 +98,10 @@ pub(crate) struct State {
     pub next_is_snapshot: bool,
     /// The last checkpoint built as a snapshot by `next_is_snapshot`.
     pub last_snapshot_built: u64,
-    /// The cold log head cleaning writes moved blocks to (none until the
-    /// first cleaning after mount).
-    pub gc_head: Option<Head>,
+    /// The cleaner's log heads (`fs::clean::COLD_HEAD` and `WARM_HEAD`),
+    /// where cleaning writes moved blocks (none until the first cleaning
+    /// after mount that uses it).
+    pub gc_heads: [Option<Head>; 2],
     /// Blocks cleaning read, for the next checkpoint to move.
     pub gc_queue: Vec<crate::fs::clean::GcBlock>,
     /// Open counts of files (fsd's open/create and release).
@@ -213,7 +214,7 @@ impl State {
             history: l.history,
             next_is_snapshot: false,
             last_snapshot_built: 0,
-            gc_head: None,
+            gc_heads: [None; 2],
             gc_queue: Vec::new(),
             gc_booked: 0,
             open_files: HashMap::new(),

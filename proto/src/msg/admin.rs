@@ -102,6 +102,10 @@ pub struct CleanSegments {
     pub protection_s: u32,
     /// Segments to clean, at most [`CleanSegments::MAX_SEGMENTS`].
     pub segments: Vec<u64>,
+    /// Those of `segments` whose live blocks go to the cleaner's warm head
+    /// rather than its cold one (a policy that separates hot survivors
+    /// from cold ones); EINVAL for a segment not in `segments`.
+    pub warm: Vec<u64>,
 }
 
 impl CleanSegments {
@@ -239,15 +243,17 @@ impl Record for DeleteCheckpoint {
 
 impl Record for CleanSegments {
     const WHAT: &'static str = "CleanSegments";
-    const MIN_SIZE: usize = 8;
+    const MIN_SIZE: usize = 12;
     fn put(&self, w: &mut Writer) {
         w.u32(self.protection_s);
         w.list(&self.segments);
+        w.list(&self.warm);
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(CleanSegments {
             protection_s: r.u32("protection_s")?,
             segments: r.list("segments", CleanSegments::MAX_SEGMENTS)?,
+            warm: r.list("warm", CleanSegments::MAX_SEGMENTS)?,
         })
     }
 }
@@ -371,8 +377,10 @@ mod tests {
             &CleanSegments {
                 protection_s: 3600,
                 segments: vec![5, 0x0102],
+                warm: vec![5],
             },
-            "100e0000 02000000 0500000000000000 0201000000000000",
+            "100e0000 02000000 0500000000000000 0201000000000000
+             01000000 0500000000000000",
         );
         golden(
             &CleanReply {
@@ -387,7 +395,7 @@ mod tests {
         );
         let mut p = 0u32.to_le_bytes().to_vec();
         p.extend_from_slice(&(CleanSegments::MAX_SEGMENTS as u32 + 1).to_le_bytes());
-        p.resize(8 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
+        p.resize(12 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
         assert!(matches!(
             CleanSegments::decode(&p),
             Err(DecodeError::BadCount { .. })
@@ -433,7 +441,8 @@ mod tests {
             round_trip(&DeleteCheckpoint { cno })?;
             round_trip(&MountCheckpoint { cno, path: format!("/mnt/{cno}") })?;
             round_trip(&UmountCheckpoint { path: format!("/mnt/é{cno}") })?;
-            round_trip(&CleanSegments { protection_s, segments })?;
+            let warm = segments.iter().copied().step_by(2).collect();
+            round_trip(&CleanSegments { protection_s, segments, warm })?;
             round_trip(&CleanReply {
                 blocks_moved: reply[0],
                 segments_freed: reply[1],
