@@ -20,7 +20,10 @@
 //!    wanted, until `nsegments` were cleaned, so that a policy whose
 //!    favourites fsd refuses still makes room.
 
-use lfs_proto::msg::{CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat};
+use lfs_proto::msg::{
+    CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat,
+    CLEAN_SEPARATE_WRITES,
+};
 use lfs_proto::{Client, ClientError};
 use serde::{Deserialize, Serialize};
 
@@ -136,10 +139,7 @@ impl PassReport {
         };
         let mut s = head;
         if !self.warm.is_empty() {
-            s.push_str(&format!(
-                "; survivors of {:?} to the warm head",
-                self.warm
-            ));
+            s.push_str(&format!("; survivors of {:?} to the warm head", self.warm));
         }
         if !self.skipped.is_empty() {
             s.push_str(&format!(
@@ -223,10 +223,17 @@ pub fn run_pass(
         blocks_freed: 0,
     };
     let protection_s = spec.protection_s;
+    // The policy's placement of file data holds from this request on.
+    let flags = if policy::separates_writes(spec.policy) {
+        CLEAN_SEPARATE_WRITES
+    } else {
+        0
+    };
     let expire = CleanSegments {
         protection_s,
         segments: Vec::new(),
         warm: Vec::new(),
+        flags,
     };
     match c.call(&expire) {
         Ok(r) => report.add(&r),
@@ -299,7 +306,8 @@ pub fn run_pass(
         .filter(|s| warm.contains(s))
         .collect();
     let chosen = report.chosen.clone();
-    clean_batch(c, protection_s, &chosen, &warm, &mut report)?;
+    let place = Place { warm: &warm, flags };
+    clean_batch(c, protection_s, &chosen, &place, &mut report)?;
     let want = spec.effort.nsegments;
     if report.cleaned.len() < want && !report.skipped.is_empty() {
         // In greedy order: the segments most likely to free more than
@@ -314,7 +322,7 @@ pub fn run_pass(
         let mut rest = extra.as_slice();
         while report.cleaned.len() < want && !rest.is_empty() {
             let (batch, tail) = rest.split_at((want - report.cleaned.len()).min(rest.len()));
-            clean_batch(c, protection_s, batch, &warm, &mut report)?;
+            clean_batch(c, protection_s, batch, &place, &mut report)?;
             rest = tail;
         }
     }
@@ -326,11 +334,17 @@ pub fn run_pass(
 /// cannot clean refuses the batch), down to single segments, which are
 /// skipped. Larger batches share their DAT and checkpoint blocks, so
 /// halving beats sending every segment alone.
+/// The policy's placement for the requests of a pass.
+struct Place<'a> {
+    warm: &'a [u64],
+    flags: u32,
+}
+
 fn clean_batch(
     c: &mut Client,
     protection_s: u32,
     segs: &[u64],
-    warm: &[u64],
+    place: &Place<'_>,
     report: &mut PassReport,
 ) -> Result<(), PassError> {
     if segs.is_empty() {
@@ -339,7 +353,12 @@ fn clean_batch(
     let req = CleanSegments {
         protection_s,
         segments: segs.to_vec(),
-        warm: segs.iter().copied().filter(|s| warm.contains(s)).collect(),
+        warm: segs
+            .iter()
+            .copied()
+            .filter(|s| place.warm.contains(s))
+            .collect(),
+        flags: place.flags,
     };
     match c.call(&req) {
         Ok(r) => {
@@ -349,8 +368,8 @@ fn clean_batch(
         }
         Err(e) if e.errno() == Some(EAGAIN) && segs.len() > 1 => {
             let (a, b) = segs.split_at(segs.len() / 2);
-            clean_batch(c, protection_s, a, warm, report)?;
-            clean_batch(c, protection_s, b, warm, report)
+            clean_batch(c, protection_s, a, place, report)?;
+            clean_batch(c, protection_s, b, place, report)
         }
         Err(e) if e.errno() == Some(EAGAIN) => {
             report.skipped.push(segs[0]);

@@ -1,4 +1,5 @@
-//! Victim selection: which dirty segments a pass cleans.
+//! Victim selection, which dirty segments a pass cleans, and placement,
+//! where fsd puts what it writes.
 //!
 //! Pure functions of the segment usage fsd reports (GET_SUINFO) and, for
 //! `declining-cost`, of what earlier passes observed ([`History`]).
@@ -19,17 +20,21 @@
 //! * `declining-cost` (ours; in the spirit of minimum-declining-cost and
 //!   SepBIT's estimated invalidation times): separates hot from cold by how
 //!   fast each segment is dying now, not by its age. [`History`] keeps each
-//!   unchanged segment's observed death rate ρ (live blocks lost per second
-//!   between passes; before a second observation, its reclaimable blocks
-//!   over its age). Cleaning a segment now copies `u/(1 − u)` blocks per
+//!   unchanged segment's observed death rate ρ (live blocks lost per block
+//!   that died in the filesystem between passes; before a second
+//!   observation, its reclaimable blocks over the blocks that died since it
+//!   was first seen). Cleaning a segment now copies `u/(1 − u)` blocks per
 //!   block freed; left alone for [`HORIZON`] more passes, that cost falls by
 //!   about `HORIZON · gap · ρ / (B · (1 − u)²)` (the derivative of
-//!   `u/(1 − u)` as `u` falls at `ρ/B`, `gap` the mean time between
+//!   `u/(1 − u)` as `u` falls at `ρ/B`, `gap` the mean deaths between
 //!   passes). The policy cleans first the segments for which cleaning now
 //!   plus what waiting would have saved is smallest: a hot segment still
 //!   losing blocks fast is left to die further, a cold one is taken as soon
 //!   as it is cheap, and a filesystem short of space is still cleaned (the
-//!   order covers every candidate).
+//!   order covers every candidate). It also places: survivors of victims
+//!   that are still dying fast go to fsd's warm head ([`warm_victims`]),
+//!   and it asks fsd to write file data that lived long apart from the
+//!   rest ([`separates_writes`]). The other policies only choose.
 
 use std::collections::HashMap;
 
@@ -198,6 +203,15 @@ pub fn is_hot(c: &Candidate, history: &History) -> bool {
 /// See [`is_hot`]; in the model, 16 catches too few hot victims on 80/20,
 /// and 64 to 256 do about equally well.
 pub const HOT_HORIZON: f64 = 64.0;
+
+/// Whether `policy` asks fsd to write file data whose previous version
+/// lived long apart from the rest (only `declining-cost`; see
+/// `CLEAN_SEPARATE_WRITES`): user writes mix hot and cold data, and the
+/// cold blocks among them pin segments whose hot blocks died (SepBIT's
+/// separation of user writes by the lifespan of the block they replace).
+pub fn separates_writes(policy: Policy) -> bool {
+    policy == Policy::DecliningCost
+}
 
 /// The victims among `chosen` whose survivors `policy` sends to the warm
 /// head rather than the cold one: only `declining-cost` separates them
@@ -588,7 +602,10 @@ mod tests {
             assert!(warm_victims(p, &cands, &h).is_empty());
         }
         // Dying at a 256th of that pace, it is not hot.
-        let slow = Candidate { nlive: 60, ..cands[0] };
+        let slow = Candidate {
+            nlive: 60,
+            ..cands[0]
+        };
         let mut h2 = h.clone();
         h2.rate.insert(7, 1.0 / 256.0);
         assert!(!is_hot(&slow, &h2));

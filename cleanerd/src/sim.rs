@@ -7,7 +7,11 @@
 //! `utilisation · nsegs · bps` blocks, first written in order, then
 //! overwritten one block at a time by a workload (uniform, hot/cold
 //! 80/20 or 90/10, Zipf). User writes go to one log head, the cleaner's
-//! copies to another (the cold log, as fsd does). Time is the count of
+//! copies to another (the cold log, as fsd does); with the policy's
+//! placement ([`policy::warm_victims`], [`policy::separates_writes`]) as
+//! fsd follows it, survivors of hot victims to a third (the warm head),
+//! and user writes whose previous version lived longer than the running
+//! mean to a fourth (the long head). Time is the count of
 //! user writes; a segment's `last_mod` is the time of its last write.
 //! When fewer than [`SimConfig::reserve`] segments are clean, passes run
 //! — each one observed by the policy's [`History`] and choosing with the
@@ -223,7 +227,12 @@ struct Device {
     /// Logical block → (segment, index), or none before its first write.
     loc: Vec<Option<(usize, usize)>>,
     free: Vec<usize>,
-    heads: [usize; 3],
+    heads: [usize; 4],
+    /// Logical block → time of its last write.
+    written_at: Vec<u64>,
+    /// Running mean lifespan of overwritten blocks (fsd's
+    /// `State::lifespan`, in user writes rather than checkpoints).
+    lifespan: f64,
     time: u64,
     copied: u64,
 }
@@ -233,10 +242,14 @@ const GC: usize = 1;
 /// The cleaner's second head, for survivors of victims the policy finds
 /// hot ([`policy::warm_victims`]).
 const WARM: usize = 2;
+/// User writes predicted long-lived ([`policy::separates_writes`]).
+const LONG: usize = 3;
+/// fsd's weight of each lifespan in the running mean.
+const LIFESPAN_WEIGHT: f64 = 1.0 / 1024.0;
 
 impl Device {
     fn new(nsegs: usize, bps: usize, nblocks: usize) -> Device {
-        let mut free: Vec<usize> = (3..nsegs).rev().collect();
+        let mut free: Vec<usize> = (4..nsegs).rev().collect();
         free.shrink_to_fit();
         Device {
             bps,
@@ -245,7 +258,9 @@ impl Device {
             last_mod: vec![0; nsegs],
             loc: vec![None; nblocks],
             free,
-            heads: [0, 1, 2],
+            heads: [0, 1, 2, 3],
+            written_at: vec![0; nblocks],
+            lifespan: 0.0,
             time: 0,
             copied: 0,
         }
@@ -269,6 +284,24 @@ impl Device {
         self.nlive[seg] += 1;
         self.last_mod[seg] = self.time;
         Ok(())
+    }
+
+    /// Writes `block` for the user, at the long head if `separate` and
+    /// its previous version lived longer than the running mean.
+    fn write(&mut self, block: usize, separate: bool) -> Result<(), String> {
+        let lived = (self.time - self.written_at[block]) as f64;
+        self.written_at[block] = self.time;
+        if self.lifespan == 0.0 {
+            self.lifespan = lived;
+        } else {
+            self.lifespan += (lived - self.lifespan) * LIFESPAN_WEIGHT;
+        }
+        let head = if separate && lived > self.lifespan {
+            LONG
+        } else {
+            USER
+        };
+        self.append(head, block)
     }
 
     fn suinfo(&self) -> Vec<Suinfo> {
@@ -320,8 +353,10 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
     let (mut copied_at_warm, mut passes, mut passes_at_warm) = (0, 0u64, 0u64);
     for b in 0..nblocks {
         dev.time += 1;
+        dev.written_at[b] = dev.time;
         dev.append(USER, b)?;
     }
+    let separate = policy::separates_writes(cfg.policy);
     for i in 0..total {
         if i == warm {
             copied_at_warm = dev.copied;
@@ -353,7 +388,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
         }
         dev.time += 1;
         let b = picker.pick(&mut rng);
-        dev.append(USER, b)?;
+        dev.write(b, separate)?;
     }
     Ok(SimResult {
         user: total - warm,

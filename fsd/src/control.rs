@@ -372,7 +372,10 @@ impl Service for FsService {
             .fs
             .clean_segments_placed(
                 &r.segments,
-                &r.warm,
+                &lfs::fs::clean::Placement {
+                    warm: r.warm,
+                    separate_writes: r.flags & lfs_proto::msg::CLEAN_SEPARATE_WRITES != 0,
+                },
                 std::time::Duration::from_secs(u64::from(r.protection_s)),
             )
             .map_err(|e| errno(&e))?;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use lfs::blockdev::{BlockDevice, MemDevice};
 use lfs::format::{SegUsage, ROOT_INO, SU_FLAG_ACTIVE};
+use lfs::fs::clean::Placement;
 use lfs::fs::{Fs, MountOptions};
 use lfs::mkfs::{format, MkfsOptions};
 use lfs::Error;
@@ -59,6 +60,16 @@ fn fill(fs: &Fs, ino: u64, nblocks: u64) {
     fs.sync().unwrap();
 }
 
+/// A fresh 24 MiB filesystem with file "f" of `nblocks` blocks of
+/// version 0, synced; the versions to verify.
+fn with_file(nblocks: u64) -> (Arc<MemDevice>, Arc<Fs>, lfs::fs::Attr, Vec<u64>) {
+    let dev = fresh(24 << 20);
+    let fs = mount(&dev);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    fill(&fs, f.ino, nblocks);
+    (dev, fs, f, vec![0u64; nblocks as usize])
+}
+
 /// Dirty, inactive segments with the fewest live blocks first (greedy).
 fn victims(fs: &Fs, n: usize) -> Vec<u64> {
     let (usage, _) = fs.segment_usage();
@@ -91,12 +102,8 @@ fn clean_some(fs: &Fs, n: usize) -> lfs::fs::clean::CleanReport {
 
 #[test]
 fn cleaning_moves_live_blocks_and_frees_segments() {
-    let dev = fresh(24 << 20);
-    let fs = mount(&dev);
-    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
     let nblocks = 600u64;
-    let mut ver = vec![0u64; nblocks as usize];
-    fill(&fs, f.ino, nblocks);
+    let (dev, fs, f, mut ver) = with_file(nblocks);
     // Overwrite every third block: the old copies are dead once the old
     // checkpoints go.
     for b in (0..nblocks).step_by(3) {
@@ -118,6 +125,91 @@ fn cleaning_moves_live_blocks_and_frees_segments() {
     let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
     assert!(get("device_gc_bytes_written") > 0);
     assert!(get("gc_passes") >= 1);
+    fs.unmount().unwrap();
+    drop(fs);
+    let fs = mount(&dev);
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
+    fs.unmount().unwrap();
+}
+
+/// File data in the GC-flagged logs of the side heads, on the device.
+fn side_log_file_blocks(dev: &Arc<MemDevice>) -> u64 {
+    let pair = lfs::inspect::read_superblocks(dev.as_ref()).unwrap();
+    let sb = pair.current().unwrap().clone();
+    (0..sb.nsegments)
+        .flat_map(|s| {
+            lfs::inspect::dump_segment(dev.as_ref(), &sb, s)
+                .unwrap()
+                .logs
+        })
+        .filter(|l| l.summary.header.flags & lfs::format::LOG_FLAG_GC != 0)
+        .map(|l| {
+            l.summary
+                .entries
+                .iter()
+                .filter(|e| e.ino >= lfs::format::FIRST_USER_INO)
+                .count() as u64
+        })
+        .sum()
+}
+
+#[test]
+fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
+    let nblocks = 300u64;
+    let (dev, fs, f, mut ver) = with_file(nblocks);
+    // Blocks 0..50 are hot: rewritten every checkpoint, they live one.
+    // The last round rewrites long-lived blocks too: not separated yet,
+    // nothing goes to side logs (and nothing was cleaned).
+    for round in 1..=12 {
+        for b in (0..50).chain(if round == 12 { 200..210 } else { 0..0 }) {
+            ver[b as usize] = round;
+            fs.write(f.ino, b * BS as u64, &block(b, round)).unwrap();
+        }
+        fs.sync().unwrap();
+    }
+    assert_eq!(side_log_file_blocks(&dev), 0);
+    // A cleaner asks for separation (with no segment to clean).
+    let sep = Placement {
+        warm: Vec::new(),
+        separate_writes: true,
+    };
+    fs.clean_segments_placed(&[], &sep, Duration::from_secs(3600))
+        .unwrap();
+    // Hot blocks still go with the checkpoint; blocks 100..160, last
+    // written 13 checkpoints ago, are predicted long-lived.
+    for b in (0..50).chain(100..160) {
+        ver[b as usize] += 1;
+        fs.write(f.ino, b * BS as u64, &block(b, ver[b as usize]))
+            .unwrap();
+    }
+    fs.sync().unwrap();
+    assert_eq!(side_log_file_blocks(&dev), 60);
+    verify(
+        &fs,
+        f.ino,
+        nblocks,
+        |b| ver[b as usize],
+        "after separated writes",
+    );
+    // A warm victim: its survivors go to a head of their own.
+    let v = victims(&fs, 2);
+    let warm = Placement {
+        warm: v[..1].to_vec(),
+        separate_writes: true,
+    };
+    let r = fs.clean_segments_placed(&v, &warm, Duration::ZERO).unwrap();
+    assert!(r.segments_freed >= 1, "{r:?}");
+    // A warm segment that is not a victim is refused.
+    let bad = Placement {
+        warm: vec![v[0]],
+        separate_writes: false,
+    };
+    assert!(matches!(
+        fs.clean_segments_placed(&v[1..], &bad, Duration::ZERO),
+        Err(Error::InvalidArgument(_))
+    ));
+    fs.sync().unwrap();
+    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after cleaning");
     fs.unmount().unwrap();
     drop(fs);
     let fs = mount(&dev);
@@ -366,6 +458,11 @@ fn random_overwrites_at_the_edge_of_full_with_a_concurrent_cleaner() {
 /// pass's checkpoint, was moved after it had been freed: the cold segment
 /// kept a live count for a block that did not exist).
 #[test]
+fn skewed_overwrites_with_a_cleaner_that_separates_hot_from_cold() {
+    overwrites_with_a_concurrent_cleaner_placing(100, false, true);
+}
+
+#[test]
 fn fdatasync_overwrites_with_a_concurrent_cleaner() {
     overwrites_with_a_concurrent_cleaner(4, true);
 }
@@ -374,6 +471,15 @@ fn fdatasync_overwrites_with_a_concurrent_cleaner() {
 /// `every` writes, while a thread runs cleaning passes; then every block
 /// verifies and fsck is clean.
 fn overwrites_with_a_concurrent_cleaner(every: u64, datasync: bool) {
+    overwrites_with_a_concurrent_cleaner_placing(every, datasync, false);
+}
+
+/// Random overwrites (80 % of them to the first fifth of the file if
+/// `placed`, which also has the cleaner send the survivors of every other
+/// victim to the warm head and ask for writes to be separated) with a
+/// cleaner keeping the filesystem at the edge of full; every byte
+/// verifies, fsck is clean.
+fn overwrites_with_a_concurrent_cleaner_placing(every: u64, datasync: bool, placed: bool) {
     let dev = fresh(16 << 20);
     let fs = mount(&dev);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
@@ -399,7 +505,16 @@ fn overwrites_with_a_concurrent_cleaner(every: u64, datasync: bool) {
                     // costs more in DAT blocks than it frees, and six may
                     // not fit in what is left.
                     for n in [6, 3, 2] {
-                        match fs.clean_segments(&victims(&fs, n), Duration::ZERO) {
+                        let v = victims(&fs, n);
+                        let placement = Placement {
+                            warm: if placed {
+                                v.iter().copied().step_by(2).collect()
+                            } else {
+                                Vec::new()
+                            },
+                            separate_writes: placed,
+                        };
+                        match fs.clean_segments_placed(&v, &placement, Duration::ZERO) {
                             Ok(_) => break,
                             Err(Error::Again(_)) => {}
                             Err(e) => panic!("cleaning: {e}"),
@@ -415,7 +530,12 @@ fn overwrites_with_a_concurrent_cleaner(every: u64, datasync: bool) {
         rng ^= rng << 13;
         rng ^= rng >> 7;
         rng ^= rng << 17;
-        let b = (rng >> 8) % nblocks;
+        let hot = nblocks / 5;
+        let b = if placed && (rng >> 40) % 10 < 8 {
+            (rng >> 8) % hot
+        } else {
+            (rng >> 8) % nblocks
+        };
         ver[b as usize] += 1;
         if let Err(e) = fs.write(f.ino, b * BS as u64, &block(b, ver[b as usize])) {
             panic!("write {i}: {e}\n{:?}", fs.sustat());

@@ -157,6 +157,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             protection_s: 3600,
             segments: vec![7, 8],
             warm: vec![8],
+            flags: 1,
         },
     ));
     requests.extend(req(

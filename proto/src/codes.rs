@@ -21,7 +21,7 @@
 //! | `0xc00c4c84` | GET_SUINFO | RW | 0x84 | 12 | GET_SUINFO |
 //! | `0x80004c85` | GET_SUSTAT | R | 0x85 | 0 | GET_SUSTAT |
 //! | `0xc0044c86` | GET_VINFO | RW | 0x86 | 4 | GET_VINFO |
-//! | `0xc0084c88` | CLEAN_SEGMENTS | RW | 0x88 | 8 | CLEAN_SEGMENTS |
+//! | `0xc0104c88` | CLEAN_SEGMENTS | RW | 0x88 | 16 | CLEAN_SEGMENTS |
 //! | `0xc0044c8a` | SYNC | RW | 0x8a | 4 | SYNC |
 //! | `0x40044c8d` | SET_SUINFO | W | 0x8d | 4 | SET_SUINFO |
 //! | `0xc0084c90` | GET_SEG_SUMMARY | RW | 0x90 | 8 | - |
@@ -77,7 +77,7 @@ pub const GET_STATS: u32 = code!(read, 0x91, 0);
 pub const GET_DF: u32 = code!(read, 0x92, 0);
 
 /// Clean segments [nilfs CLEAN_SEGMENTS]: `msg::CleanSegments`. Mutating.
-pub const CLEAN_SEGMENTS: u32 = code!(readwrite, 0x88, 8);
+pub const CLEAN_SEGMENTS: u32 = code!(readwrite, 0x88, 16);
 /// Turn a checkpoint into a snapshot or back [nilfs CHANGE_CPMODE]:
 /// `msg::ChangeCpmode`. Mutating.
 pub const CHANGE_CPMODE: u32 = code!(write, 0x80, 16);
@@ -194,7 +194,7 @@ mod tests {
             (GET_SEG_SUMMARY, ioc(R | W, 0x90, 8), 0xc008_4c90),
             (GET_STATS, ioc(R, 0x91, 0), 0x8000_4c91),
             (GET_DF, ioc(R, 0x92, 0), 0x8000_4c92),
-            (CLEAN_SEGMENTS, ioc(R | W, 0x88, 8), 0xc008_4c88),
+            (CLEAN_SEGMENTS, ioc(R | W, 0x88, 16), 0xc010_4c88),
             (CHANGE_CPMODE, ioc(W, 0x80, 16), 0x4010_4c80),
             (DELETE_CHECKPOINT, ioc(W, 0x81, 8), 0x4008_4c81),
             (SET_SUINFO, ioc(W, 0x8d, 4), 0x4004_4c8d),

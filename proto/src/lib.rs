@@ -70,7 +70,7 @@
 //! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (60) |
 //! | CHANGE_CPMODE | [`ChangeCpmode`](msg::ChangeCpmode) (16) | [`Done`](msg::Done) (0) |
 //! | DELETE_CHECKPOINT | [`DeleteCheckpoint`](msg::DeleteCheckpoint) (8) | [`Done`](msg::Done) (0) |
-//! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (8 + 8 n) | [`CleanReply`](msg::CleanReply) (40) |
+//! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (16 + 8 n + 8 w) | [`CleanReply`](msg::CleanReply) (40) |
 //! | SET_SUINFO | [`SetSuinfo`](msg::SetSuinfo) (4 + 16 n) | [`Done`](msg::Done) (0) |
 //! | MOUNT_CHECKPOINT | [`MountCheckpoint`](msg::MountCheckpoint) (12 + n) | [`Done`](msg::Done) (0) |
 //! | GET_DIFF | [`GetDiff`](msg::GetDiff) (24 + n) | [`DiffList`](msg::DiffList) |

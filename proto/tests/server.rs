@@ -413,6 +413,8 @@ fn every_request_round_trips() {
         .call(&CleanSegments {
             protection_s: 60,
             segments: vec![4, 5],
+            warm: vec![5],
+            flags: 0,
         })
         .unwrap();
     assert_eq!(

@@ -31,7 +31,7 @@ const NOBODY: u32 = 65534;
 const MUTATING: &[(&str, u32)] = &[
     ("CHANGE_CPMODE", 0x4010_4c80),
     ("DELETE_CHECKPOINT", 0x4008_4c81),
-    ("CLEAN_SEGMENTS", 0xc008_4c88),
+    ("CLEAN_SEGMENTS", 0xc010_4c88),
     ("SYNC", 0xc004_4c8a),
     ("SET_SUINFO", 0x4004_4c8d),
     ("FREEZE", 0x0000_4c93),

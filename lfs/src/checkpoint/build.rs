@@ -19,7 +19,7 @@ use crate::format::{
     SUFILE_INO,
 };
 use crate::fs::bmap::{BlockMap, NodeId};
-use crate::fs::clean::{GcBlock, COLD_HEAD, WARM_HEAD};
+use crate::fs::clean::{GcBlock, COLD_HEAD, LONG_HEAD, WARM_HEAD};
 use crate::fs::state::State;
 use crate::log::layout::{self, Head, Layout};
 use crate::stats::Written;
@@ -96,6 +96,9 @@ impl State {
         let freed = self.segs.collect_free();
         let mut gc = std::mem::take(&mut self.gc_queue);
         let mut virt: Vec<Payload> = Vec::new();
+        // File data whose previous version lived long, when the cleaner
+        // asked for writes to be separated (`State::separate_writes`).
+        let mut long: Vec<Payload> = Vec::new();
         let mut allocated: Vec<u64> = Vec::new();
         self.inflight.clear();
         // Every dirty block goes into this checkpoint's logs, with the
@@ -130,12 +133,21 @@ impl State {
                 let v = self.dat.alloc();
                 allocated.push(v);
                 let old = node.bmap.set(off, v);
+                let lived = self.lived(old, new_cno);
                 self.retire(old);
                 let data = Arc::new(blk);
                 if is_reg || inode.mode & 0o170000 == crate::fs::state::S_IFLNK {
                     self.inflight.insert((ino, off), data.clone());
                 }
-                virt.push(Payload {
+                let to = if is_reg
+                    && self.separate_writes
+                    && lived.is_some_and(|l| l as f64 > self.lifespan)
+                {
+                    &mut long
+                } else {
+                    &mut virt
+                };
+                to.push(Payload {
                     entry: BlockEntry {
                         ino,
                         offset: off,
@@ -265,15 +277,28 @@ impl State {
         // Blocks moved by cleaning go to the cleaner's heads, in segments
         // of their own (hot/cold separation), planned first: the cold
         // head, and the warm one for survivors of victims the cleaner
-        // found hot (`GcBlock::warm`).
+        // found hot (`GcBlock::warm`); then file data predicted to live
+        // long goes to the long head.
+        if !long.is_empty() {
+            log::debug!(
+                "checkpoint {new_cno}: {} of {} file blocks to the long head (mean lifespan {:.1} checkpoints)",
+                long.len(),
+                long.len() + virt.len(),
+                self.lifespan
+            );
+        }
         let mut cleaner_logs = Vec::new();
         let mut cold_segs: BTreeSet<u64> = BTreeSet::new();
         let (warm, cold): (Vec<GcBlock>, Vec<GcBlock>) = gc.into_iter().partition(|g| g.warm);
-        for (which, blocks) in [(COLD_HEAD, cold), (WARM_HEAD, warm)] {
+        for (which, blocks) in [
+            (COLD_HEAD, Side::Moved(cold)),
+            (WARM_HEAD, Side::Moved(warm)),
+            (LONG_HEAD, Side::Written(std::mem::take(&mut long))),
+        ] {
             if blocks.is_empty() {
                 continue;
             }
-            let (lay, fresh) = self.plan_cleaner_log(which, blocks.len() as u64, &cold_segs)?;
+            let (lay, fresh) = self.plan_cleaner_log(which, blocks.len(), &cold_segs)?;
             cold_segs.extend(
                 lay.taken
                     .iter()
@@ -344,35 +369,51 @@ impl State {
         // must end inactive.
         let mut seq = self.seq;
         let mut cold_runs = Vec::new();
-        for (which, cl, fresh, gc) in cleaner_logs {
-            let mut gc_payload = Vec::with_capacity(gc.len());
+        let mut long_blocks = 0;
+        let mut long_logs = 0;
+        for (which, cl, fresh, side) in cleaner_logs {
             self.book_layout(&cl, &fresh, seq, now_s);
             let mut addrs = cl
                 .spans
                 .iter()
                 .flat_map(|s| (0..s.nentries).map(move |i| s.payload_addr(i)));
-            for g in gc {
-                let a = addrs
-                    .next()
-                    .expect("the cold layout holds every moved block");
-                self.dat.relocate(g.vblock, a);
-                self.gc_moved.insert(a, g.from);
-                if let Some(s) = self.seg_of(a) {
-                    self.segs.add_live(s, 1);
+            let mut next = || addrs.next().expect("the layout holds every block");
+            let gc_payload = match side {
+                Side::Moved(gc) => gc
+                    .into_iter()
+                    .map(|g| {
+                        let a = next();
+                        self.dat.relocate(g.vblock, a);
+                        self.gc_moved.insert(a, g.from);
+                        if let Some(s) = self.seg_of(a) {
+                            self.segs.add_live(s, 1);
+                        }
+                        if let Some(s) = self.seg_of(g.from) {
+                            self.segs.add_live(s, -1);
+                        }
+                        Payload {
+                            entry: BlockEntry {
+                                ino: g.ino,
+                                offset: g.offset,
+                                vblock: g.vblock,
+                                kind: g.kind,
+                            },
+                            data: Arc::new(g.data),
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+                Side::Written(pls) => {
+                    for pl in &pls {
+                        let a = next();
+                        self.dat.assign(pl.entry.vblock, a, new_cno);
+                        if let Some(s) = self.seg_of(a) {
+                            self.segs.add_live(s, 1);
+                        }
+                    }
+                    long_blocks = pls.len() as u64;
+                    pls
                 }
-                if let Some(s) = self.seg_of(g.from) {
-                    self.segs.add_live(s, -1);
-                }
-                gc_payload.push(Payload {
-                    entry: BlockEntry {
-                        ino: g.ino,
-                        offset: g.offset,
-                        vblock: g.vblock,
-                        kind: g.kind,
-                    },
-                    data: Arc::new(g.data),
-                });
-            }
+            };
             let (runs, _) = build_runs(
                 &cl,
                 &gc_payload,
@@ -385,6 +426,9 @@ impl State {
                 LOG_FLAG_GC,
                 0,
             );
+            if which == LONG_HEAD {
+                long_logs = runs.iter().map(|r| r.blocks.len() as u64).sum();
+            }
             cold_runs.extend(runs);
             seq += cl.spans.len() as u64;
             self.gc_heads[which] = Some(cl.head);
@@ -560,16 +604,20 @@ impl State {
             indirect,
             ifile,
             cpfile_sufile: phys_payload.len() as u64 - dat,
-            other: virt.len() as u64 - data - ifile - indirect,
+            other: virt.len() as u64 + long_blocks - data - ifile - indirect,
             ..Written::default()
         };
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
             &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0, 0,
         );
-        written.cold = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        // The long head's logs are file data and summaries, not the
+        // cleaner's.
+        let side: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        written.cold = side - long_logs;
         written.summary =
-            runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() - all.len() as u64;
+            runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() - all.len() as u64 + long_logs
+                - long_blocks;
         let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 
@@ -591,6 +639,26 @@ impl State {
             freed,
             written,
         })
+    }
+
+    /// How many checkpoints the block virtual block `old` names lived, if
+    /// it is one an earlier checkpoint placed; each answer moves the
+    /// running mean `State::lifespan` a little.
+    fn lived(&mut self, old: u64, new_cno: u64) -> Option<u64> {
+        if old == 0 {
+            return None;
+        }
+        let e = self.dat.entry(old);
+        if e.phys == 0 || e.start_cno == 0 || e.start_cno >= new_cno {
+            return None;
+        }
+        let l = new_cno - e.start_cno;
+        if self.lifespan == 0.0 {
+            self.lifespan = l as f64;
+        } else {
+            self.lifespan += (l as f64 - self.lifespan) * LIFESPAN_WEIGHT;
+        }
+        Some(l)
     }
 
     /// Plans `n` moved blocks at the cleaner's head `which` (opened in
@@ -630,22 +698,14 @@ impl State {
             }
         };
         let clean: Vec<u64> = pool.into_iter().filter(|s| !fresh.contains(s)).collect();
-        let lay = layout::plan_logs(
-            head,
-            n,
-            false,
-            bs,
-            |s| sb.segment_start(s),
-            bps,
-            &clean,
-        )
-        .ok_or_else(|| {
-            log::warn!(
-                "checkpoint: {n} moved blocks need {need} segments, {} clean",
-                clean.len()
-            );
-            Error::NoSpace
-        })?;
+        let lay = layout::plan_logs(head, n, false, bs, |s| sb.segment_start(s), bps, &clean)
+            .ok_or_else(|| {
+                log::warn!(
+                    "checkpoint: {n} moved blocks need {need} segments, {} clean",
+                    clean.len()
+                );
+                Error::NoSpace
+            })?;
         Ok((lay, fresh))
     }
 
@@ -802,6 +862,30 @@ impl State {
         }
         MetaBlockHeader::seal(&mut blk, MetaKind::Cpfile, self.seed);
         blk
+    }
+}
+
+/// Weight of each overwritten block's lifespan in `State::lifespan`'s
+/// running mean: about the last thousand overwrites count.
+const LIFESPAN_WEIGHT: f64 = 1.0 / 1024.0;
+
+/// What a side head's logs carry.
+enum Side {
+    /// Blocks a cleaning pass moves.
+    Moved(Vec<GcBlock>),
+    /// File data (the long head).
+    Written(Vec<Payload>),
+}
+
+impl Side {
+    fn len(&self) -> u64 {
+        match self {
+            Side::Moved(v) => v.len() as u64,
+            Side::Written(v) => v.len() as u64,
+        }
+    }
+    fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

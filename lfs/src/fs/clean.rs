@@ -54,6 +54,26 @@ pub(crate) const COLD_HEAD: usize = 0;
 /// (still dying fast): kept apart from the cold ones, which they would
 /// otherwise riddle with holes soon after.
 pub(crate) const WARM_HEAD: usize = 1;
+/// The head for file data whose previous version lived longer than most,
+/// while the cleaner asks for writes to be separated
+/// ([`Placement::separate_writes`]): such data is likely cold again, and
+/// kept out of the segments of hot data it would otherwise pin.
+pub(crate) const LONG_HEAD: usize = 2;
+/// Side heads: logs flagged GC, without a super root, flushed before the
+/// logs that end in it (`Plan::cold_runs`).
+pub(crate) const SIDE_HEADS: usize = 3;
+
+/// Where a cleaning pass puts what it writes, the cleaner's policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Victims whose live blocks go to the warm head, not the cold one.
+    pub warm: Vec<u64>,
+    /// From this pass on (until a pass says otherwise), file data whose
+    /// previous version lived longer than the running mean lifespan of
+    /// overwritten blocks goes to the long head (SepBIT's separation of
+    /// user writes by the lifespan of the block they invalidate).
+    pub separate_writes: bool,
+}
 
 /// What one cleaning pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -136,19 +156,20 @@ impl Fs {
     /// alone is durable at once only if it emptied segments, else with
     /// the next checkpoint. Moved blocks go to the cold head.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
-        self.clean_segments_placed(segments, &[], protection)
+        self.clean_segments_placed(segments, &Placement::default(), protection)
     }
 
-    /// [`Self::clean_segments`], the live blocks of the victims in `warm`
-    /// (each one of `segments`, else InvalidArgument) going to the warm
-    /// head instead: a cleaner that finds some victims still dying fast
-    /// keeps their survivors, likely hot, apart from the cold ones.
+    /// [`Self::clean_segments`] with the cleaner's [`Placement`]: the live
+    /// blocks of the victims in `warm` (each one of `segments`, else
+    /// InvalidArgument) go to the warm head, and file data is separated
+    /// by lifespan from now on if it asks.
     pub fn clean_segments_placed(
         &self,
         segments: &[u64],
-        warm: &[u64],
+        placement: &Placement,
         protection: Duration,
     ) -> Result<CleanReport> {
+        let warm = &placement.warm;
         if let Some(w) = warm.iter().find(|w| !segments.contains(w)) {
             return Err(Error::InvalidArgument(format!(
                 "segment {w} is placed warm but is not among the segments to clean"
@@ -164,6 +185,7 @@ impl Fs {
             return Err(Error::Busy("another cleaning pass is running".into()));
         }
         let _running = Running(&self.cleaning);
+        self.st().separate_writes = placement.separate_writes;
         let mut report = CleanReport::default();
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
         // 1. Expired checkpoints go in memory; the pass's own checkpoint

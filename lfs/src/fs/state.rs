@@ -98,10 +98,15 @@ pub(crate) struct State {
     pub next_is_snapshot: bool,
     /// The last checkpoint built as a snapshot by `next_is_snapshot`.
     pub last_snapshot_built: u64,
-    /// The cleaner's log heads (`fs::clean::COLD_HEAD` and `WARM_HEAD`),
-    /// where cleaning writes moved blocks (none until the first cleaning
-    /// after mount that uses it).
-    pub gc_heads: [Option<Head>; 2],
+    /// The side log heads (`fs::clean::COLD_HEAD`, `WARM_HEAD`,
+    /// `LONG_HEAD`), where cleaning writes moved blocks and checkpoints
+    /// long-lived file data (none until first used after mount).
+    pub gc_heads: [Option<Head>; crate::fs::clean::SIDE_HEADS],
+    /// The cleaner asked for file data to be separated by lifespan
+    /// (`fs::clean::Placement`).
+    pub separate_writes: bool,
+    /// Running mean of how many checkpoints overwritten blocks lived.
+    pub lifespan: f64,
     /// Blocks cleaning read, for the next checkpoint to move.
     pub gc_queue: Vec<crate::fs::clean::GcBlock>,
     /// Open counts of files (fsd's open/create and release).
@@ -214,7 +219,9 @@ impl State {
             history: l.history,
             next_is_snapshot: false,
             last_snapshot_built: 0,
-            gc_heads: [None; 2],
+            gc_heads: [None; crate::fs::clean::SIDE_HEADS],
+            separate_writes: false,
+            lifespan: 0.0,
             gc_queue: Vec::new(),
             gc_booked: 0,
             open_files: HashMap::new(),

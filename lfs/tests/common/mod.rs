@@ -285,6 +285,13 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
     // checkpoints deleted, then a cleaning pass over the emptiest segments;
     // each is durable when it returns.
     let snap = j.durable(fs, || fs.make_checkpoint(true))?;
+    // From here a cleaner separates writes by lifespan (side logs of file
+    // data, written before the super root); this deletes nothing.
+    let place = lfs::fs::clean::Placement {
+        warm: Vec::new(),
+        separate_writes: true,
+    };
+    fs.clean_segments_placed(&[], &place, Duration::from_secs(1 << 30))?;
     fs.write(files[5], 0, &pattern(77, 60_000))?;
     j.durable(fs, || fs.sync())?;
     fs.change_cpmode(snap, false)?;
@@ -298,7 +305,15 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         .collect();
     victims.sort_unstable();
     let victims: Vec<u64> = victims.into_iter().take(3).map(|(_, s)| s).collect();
-    let rep = j.durable(fs, || fs.clean_segments(&victims, Duration::ZERO))?;
+    // The emptiest victim's survivors to the warm head, the others' to the
+    // cold one.
+    let place = lfs::fs::clean::Placement {
+        warm: victims[..1].to_vec(),
+        separate_writes: true,
+    };
+    let rep = j.durable(fs, || {
+        fs.clean_segments_placed(&victims, &place, Duration::ZERO)
+    })?;
     assert!(
         rep.blocks_moved > 0 && rep.segments_freed > 0,
         "the cleaning pass did nothing: {rep:?}"

@@ -106,7 +106,16 @@ pub struct CleanSegments {
     /// rather than its cold one (a policy that separates hot survivors
     /// from cold ones); EINVAL for a segment not in `segments`.
     pub warm: Vec<u64>,
+    /// `CLEAN_*` flags; unknown bits are EINVAL.
+    pub flags: u32,
 }
+
+/// [`CleanSegments::flags`]: from this request on, until one without the
+/// flag, fsd writes file data whose previous version lived longer than
+/// the mean apart from the rest (the cleaner's policy separates user
+/// writes by expected lifetime, as SepBIT does).
+pub const CLEAN_SEPARATE_WRITES: u32 = 1;
+const CLEAN_FLAGS_KNOWN: u32 = CLEAN_SEPARATE_WRITES;
 
 impl CleanSegments {
     /// Most segments one request may name.
@@ -243,17 +252,30 @@ impl Record for DeleteCheckpoint {
 
 impl Record for CleanSegments {
     const WHAT: &'static str = "CleanSegments";
-    const MIN_SIZE: usize = 12;
+    const MIN_SIZE: usize = 16;
     fn put(&self, w: &mut Writer) {
         w.u32(self.protection_s);
         w.list(&self.segments);
         w.list(&self.warm);
+        w.u32(self.flags);
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
+        let protection_s = r.u32("protection_s")?;
+        let segments = r.list("segments", CleanSegments::MAX_SEGMENTS)?;
+        let warm = r.list("warm", CleanSegments::MAX_SEGMENTS)?;
+        let flags = r.u32("flags")?;
+        if flags & !CLEAN_FLAGS_KNOWN != 0 {
+            return Err(DecodeError::InvalidField {
+                what: Self::WHAT,
+                field: "flags",
+                value: flags.into(),
+            });
+        }
         Ok(CleanSegments {
-            protection_s: r.u32("protection_s")?,
-            segments: r.list("segments", CleanSegments::MAX_SEGMENTS)?,
-            warm: r.list("warm", CleanSegments::MAX_SEGMENTS)?,
+            protection_s,
+            segments,
+            warm,
+            flags,
         })
     }
 }
@@ -378,9 +400,10 @@ mod tests {
                 protection_s: 3600,
                 segments: vec![5, 0x0102],
                 warm: vec![5],
+                flags: CLEAN_SEPARATE_WRITES,
             },
             "100e0000 02000000 0500000000000000 0201000000000000
-             01000000 0500000000000000",
+             01000000 0500000000000000 01000000",
         );
         golden(
             &CleanReply {
@@ -395,7 +418,7 @@ mod tests {
         );
         let mut p = 0u32.to_le_bytes().to_vec();
         p.extend_from_slice(&(CleanSegments::MAX_SEGMENTS as u32 + 1).to_le_bytes());
-        p.resize(12 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
+        p.resize(16 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
         assert!(matches!(
             CleanSegments::decode(&p),
             Err(DecodeError::BadCount { .. })
@@ -442,7 +465,8 @@ mod tests {
             round_trip(&MountCheckpoint { cno, path: format!("/mnt/{cno}") })?;
             round_trip(&UmountCheckpoint { path: format!("/mnt/é{cno}") })?;
             let warm = segments.iter().copied().step_by(2).collect();
-            round_trip(&CleanSegments { protection_s, segments, warm })?;
+            let flags = u32::from(snapshot);
+            round_trip(&CleanSegments { protection_s, segments, warm, flags })?;
             round_trip(&CleanReply {
                 blocks_moved: reply[0],
                 segments_freed: reply[1],
