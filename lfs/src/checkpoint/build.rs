@@ -101,6 +101,12 @@ impl State {
         let mut long: Vec<Payload> = Vec::new();
         let mut allocated: Vec<u64> = Vec::new();
         self.inflight.clear();
+        // Separated writes need the long head: open, or room to open it
+        // well clear of the cleaning reserve (two segments), so that a
+        // near-full filesystem never fails a checkpoint for it.
+        let separate = self.separate_writes
+            && (self.gc_heads[LONG_HEAD].is_some()
+                || self.segs.nclean() > self.sb.reserved_segments() + LONG_HEAD_SLACK);
         // Every dirty block goes into this checkpoint's logs, with the
         // metadata of those data-sync logs placed.
         self.dirty_blocks = 0;
@@ -139,10 +145,7 @@ impl State {
                 if is_reg || inode.mode & 0o170000 == crate::fs::state::S_IFLNK {
                     self.inflight.insert((ino, off), data.clone());
                 }
-                let to = if is_reg
-                    && self.separate_writes
-                    && lived.is_some_and(|l| l as f64 > self.lifespan)
-                {
+                let to = if is_reg && separate && lived.is_some_and(|l| l as f64 > self.lifespan) {
                     &mut long
                 } else {
                     &mut virt
@@ -864,6 +867,10 @@ impl State {
         blk
     }
 }
+
+/// Clean segments beyond the reserve below which the long head is not
+/// opened (its file data then goes with the checkpoint).
+const LONG_HEAD_SLACK: u64 = 4;
 
 /// Weight of each overwritten block's lifespan in `State::lifespan`'s
 /// running mean: about the last thousand overwrites count.
