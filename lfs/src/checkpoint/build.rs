@@ -664,9 +664,10 @@ impl State {
         Some(l)
     }
 
-    /// Plans `n` moved blocks at the cleaner's head `which` (opened in
-    /// two clean segments not in `taken` if there is none yet): the layout
-    /// and the segments opened for it.
+    /// Plans `n` moved blocks at the side head `which` (opened in a clean
+    /// segment not in `taken` if there is none yet; a side head sets no
+    /// segment aside, `layout::NO_NEXT`): the layout and the segment
+    /// opened for it.
     fn plan_cleaner_log(
         &self,
         which: usize,
@@ -686,18 +687,16 @@ impl State {
         let (head, fresh) = match self.gc_heads[which] {
             Some(h) => (h, Vec::new()),
             None => {
-                if pool.len() < 2 {
-                    log::warn!(
-                        "checkpoint: no two clean segments to open a cleaner's log for {n} moved blocks"
-                    );
+                let Some(&first) = pool.first() else {
+                    log::warn!("checkpoint: no clean segment to open a side log for {n} blocks");
                     return Err(Error::NoSpace);
-                }
-                let h = Head {
-                    seg: pool[0],
-                    block: sb.segment_start(pool[0]),
-                    next_seg: pool[1],
                 };
-                (h, pool[..2].to_vec())
+                let h = Head {
+                    seg: first,
+                    block: sb.segment_start(first),
+                    next_seg: layout::NO_NEXT,
+                };
+                (h, vec![first])
             }
         };
         let clean: Vec<u64> = pool.into_iter().filter(|s| !fresh.contains(s)).collect();

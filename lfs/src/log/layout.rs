@@ -12,6 +12,12 @@ use crate::format::LogHeader;
 /// more block.
 pub const MIN_LOG_BLOCKS: u64 = 2;
 
+/// [`Head::next_seg`] of a side head (cleaning's and the long head's
+/// logs): recovery never follows them, so no segment is set aside for
+/// them to continue in; a full one takes the next clean segment when it
+/// must, and their logs name their own segment as the next.
+pub const NO_NEXT: u64 = u64::MAX;
+
 /// Where the next log goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Head {
@@ -124,6 +130,11 @@ pub fn plan_logs(
                 LogHeader::summary_blocks_for(e as usize, block_size) as u64 + e + u64::from(sr)
                     <= room
             };
+            let named_next = if h.next_seg == NO_NEXT {
+                h.seg
+            } else {
+                h.next_seg
+            };
             if fit(remaining, super_root) {
                 let span = Span {
                     seg: h.seg,
@@ -131,7 +142,7 @@ pub fn plan_logs(
                     nsummary: LogHeader::summary_blocks_for(remaining as usize, block_size) as u64,
                     nentries: remaining,
                     super_root,
-                    next_seg: h.next_seg,
+                    next_seg: named_next,
                 };
                 h.block += span.nblocks();
                 spans.push(span);
@@ -159,7 +170,7 @@ pub fn plan_logs(
                     nsummary: LogHeader::summary_blocks_for(lo as usize, block_size) as u64,
                     nentries: lo,
                     super_root: false,
-                    next_seg: h.next_seg,
+                    next_seg: named_next,
                 };
                 h.block += span.nblocks();
                 remaining -= lo;
@@ -167,14 +178,23 @@ pub fn plan_logs(
                 continue;
             }
         }
-        // Move to the next segment and choose the one after it.
+        // Move to the next segment and choose the one after it (a side
+        // head only takes the next one).
         left.push(h.seg);
         let next = clean.next()?;
         taken.push(next);
-        h = Head {
-            seg: h.next_seg,
-            block: seg_start(h.next_seg),
-            next_seg: next,
+        h = if h.next_seg == NO_NEXT {
+            Head {
+                seg: next,
+                block: seg_start(next),
+                next_seg: NO_NEXT,
+            }
+        } else {
+            Head {
+                seg: h.next_seg,
+                block: seg_start(h.next_seg),
+                next_seg: next,
+            }
         };
     }
 }
@@ -224,6 +244,32 @@ mod tests {
         assert_eq!(l.taken, vec![2, 3, 4]);
         assert_eq!(l.head.seg, 3);
         assert!(plan(h, 1000, 4096, start, 64, &[2]).is_none());
+    }
+
+    #[test]
+    fn a_side_head_takes_segments_only_as_it_fills_them() {
+        let h = Head {
+            seg: 0,
+            block: 60,
+            next_seg: NO_NEXT,
+        };
+        let l = plan_logs(h, 100, false, 4096, start, 64, &[5, 6, 7]).unwrap();
+        // 4 entries fit in segment 0 (no super root), 63 in segment 5,
+        // the rest in 6.
+        assert_eq!(
+            l.spans
+                .iter()
+                .map(|s| (s.seg, s.nentries))
+                .collect::<Vec<_>>(),
+            [(0, 4), (5, 63), (6, 33)]
+        );
+        // Each log names its own segment; none is set aside.
+        assert!(l.spans.iter().all(|s| s.next_seg == s.seg));
+        assert_eq!(l.taken, vec![5, 6]);
+        assert_eq!(l.left, vec![0, 5]);
+        assert_eq!(l.head.seg, 6);
+        assert_eq!(l.head.next_seg, NO_NEXT);
+        assert!(plan_logs(h, 100, false, 4096, start, 64, &[5]).is_none());
     }
 
     #[test]
