@@ -487,6 +487,26 @@ def report(out, mode, m, meta, wa_rows, s4):
             L.append(f"- FAILED {r['workload']} {r['util']} % {r['policy']}: {r['error']}")
         L += ["", "Per cell: user bytes, seconds, IOPS, cleaning passes and writes that waited for "
               "the cleaner (space_waits) are in the JSON beside this file.", ""]
+        rows = [r for r in wa_rows if r.get("breakdown") and r.get("user")]
+        if rows:
+            L += ["### Where the device bytes go", "",
+                  "Device bytes per user byte in the measured phase, from fsd's counters: user file data "
+                  "(below 1 where overwrites of a block meet in one checkpoint), the DAT with its journal, "
+                  "indirect blocks, the rest of the metadata (inode, checkpoint and usage files, summaries "
+                  "and super roots), and the cleaner's copies with their summaries; with passes and "
+                  "checkpoints in the phase.", "",
+                  "| workload | live data | policy | data | DAT | indirect | other metadata | copies | passes | checkpoints |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+            for r in rows:
+                b, u = r["breakdown"], r["user"]
+                other = sum(b.get(k, 0) for k in ("device_ifile_bytes_written",
+                                                   "device_cpfile_sufile_bytes_written",
+                                                   "device_summary_bytes_written"))
+                L.append(f"| {r['workload']} | {r['util']} % | {r['policy']} | "
+                         f"{b['device_data_bytes_written'] / u:.2f} | {b['device_dat_bytes_written'] / u:.2f} | "
+                         f"{b['device_indirect_bytes_written'] / u:.2f} | {other / u:.2f} | "
+                         f"{b['device_gc_bytes_written'] / u:.2f} | {r['passes']:,} | {r.get('checkpoints', 0):,} |")
+            L.append("")
     if s4:
         L += ["## Seed 004: write latency with and without cleanerd", "",
               "One image per run: a large file (55 % of the space), 4 KiB random overwrites of 10 % "
