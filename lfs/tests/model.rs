@@ -922,6 +922,12 @@ impl Model {
         };
         data.resize(size as usize, 0);
         alloc.retain(|&b| b < size.div_ceil(BS));
+        // A truncation clears set-ID bits as a write does.
+        let n = self.node_mut(id);
+        n.mode &= !S_ISUID;
+        if n.mode & S_IXGRP != 0 {
+            n.mode &= !S_ISGID;
+        }
         Ok(Out::Unit)
     }
 

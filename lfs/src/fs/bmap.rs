@@ -229,34 +229,44 @@ impl BlockMap {
         self.nodes.remove(&id).unwrap_or(0)
     }
 
-    fn children(&self, id: NodeId) -> Vec<u64> {
+    /// The children of `id` that are mapped, as (slot, address): a range
+    /// of the data or node map, so only what exists is visited (an
+    /// indirect block has hundreds of slots, mostly empty near a file's
+    /// end, and the checkpoint writer visits every dirty one under the
+    /// state lock).
+    fn mapped_children(&self, id: NodeId) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
         let first = id.index * self.p;
-        (0..self.p)
-            .map(|j| {
-                let child = first + j;
-                if id.level == 1 {
-                    self.get(self.base(id.tree) + child)
-                } else {
-                    self.node_addr(NodeId {
-                        level: id.level - 1,
-                        tree: id.tree,
-                        index: child,
-                    })
-                }
-            })
-            .collect()
+        if id.level == 1 {
+            let base = self.base(id.tree) + first;
+            Box::new(
+                self.data
+                    .range(base..base + self.p)
+                    .map(move |(&o, &a)| (o - base, a)),
+            )
+        } else {
+            let at = |index| NodeId {
+                level: id.level - 1,
+                tree: id.tree,
+                index,
+            };
+            Box::new(
+                self.nodes
+                    .range(at(first)..at(first + self.p))
+                    .map(move |(n, &a)| (n.index - first, a)),
+            )
+        }
     }
 
     /// True if no child of `id` is mapped.
     pub fn node_is_empty(&self, id: NodeId) -> bool {
-        self.children(id).iter().all(|&a| a == 0)
+        self.mapped_children(id).all(|(_, a)| a == 0)
     }
 
     /// Encodes indirect block `id` from its children's current addresses.
     pub fn encode_node(&self, id: NodeId, block_size: usize, seed: u32) -> Vec<u8> {
         let mut b = vec![0u8; block_size];
-        for (j, a) in self.children(id).into_iter().enumerate() {
-            let o = META_HEADER_SIZE + j * NODE_PTR_SIZE;
+        for (j, a) in self.mapped_children(id) {
+            let o = META_HEADER_SIZE + j as usize * NODE_PTR_SIZE;
             b[o..o + NODE_PTR_SIZE].copy_from_slice(&a.to_le_bytes());
         }
         MetaBlockHeader::seal(&mut b, MetaKind::Node, seed);

@@ -28,6 +28,8 @@ const FREEING_CHANGE_BLOCKS: u64 = 4;
 /// Metadata blocks a new name or attribute may add.
 const DIR_CHANGE_BLOCKS: u64 = 2;
 const S_ISUID: u32 = 0o4000;
+/// The extended attribute holding a file's capabilities (capabilities(7)).
+const SECURITY_CAPABILITY: &[u8] = b"security.capability";
 const S_ISGID: u32 = 0o2000;
 const S_IXGRP: u32 = 0o0010;
 
@@ -881,16 +883,39 @@ impl State {
         i.size = i.size.max(end);
         set_m(&mut i, t);
         set_c(&mut i, t);
-        if i.mode & (S_ISUID | S_ISGID) != 0 && i.mode & S_IFMT == S_IFREG {
-            // Writing clears set-ID bits (the kernel asks us when it does
-            // not do it itself).
-            i.mode &= !S_ISUID;
-            if i.mode & S_IXGRP != 0 {
-                i.mode &= !S_ISGID;
-            }
-        }
+        self.kill_privs(ino, &mut i)?;
         self.put_inode(i)?;
         Ok(data.len() as u32)
+    }
+
+    /// What a write or a truncation does to the privileges a regular file
+    /// carries: set-user-ID goes, set-group-ID when it means "set group
+    /// ID on execution" (group execute set), and file capabilities
+    /// (`security.capability`). The kernel leaves this to the filesystem
+    /// (fsd asks for FUSE_HANDLE_KILLPRIV_V2, which spares a GETXATTR
+    /// round trip per write); the engine does it for every caller, where
+    /// Linux spares one holding CAP_FSETID.
+    fn kill_privs(&mut self, ino: u64, i: &mut Inode) -> Result<()> {
+        if i.mode & S_IFMT != S_IFREG {
+            return Ok(());
+        }
+        i.mode &= !S_ISUID;
+        if i.mode & S_IXGRP != 0 {
+            i.mode &= !S_ISGID;
+        }
+        let loaded = self.nodes.get(&ino).and_then(|n| n.xattrs.as_ref());
+        let may_have = match loaded {
+            Some(x) => x.contains_key(SECURITY_CAPABILITY),
+            None => i.xattr_block != 0,
+        };
+        if may_have && self.xattrs(ino)?.remove(SECURITY_CAPABILITY).is_some() {
+            let n = self.node(ino)?;
+            if !n.xattr_dirty {
+                n.xattr_dirty = true;
+                self.dirty_blocks += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Zeroes bytes `[from, to)` of block `b` of `ino` (a partial block).
@@ -958,6 +983,7 @@ impl State {
         i.size = size;
         set_m(&mut i, t);
         set_c(&mut i, t);
+        self.kill_privs(ino, &mut i)?;
         self.put_inode(i)
     }
 
