@@ -62,6 +62,7 @@ impl Fs {
                 return Err(e);
             }
         };
+        self.note_dirty(&st);
         let dev = st.dev.clone();
         let bs = st.bs as u64;
         drop(st);

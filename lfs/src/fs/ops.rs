@@ -91,6 +91,19 @@ fn set_a(i: &mut Inode, t: (i64, u32)) {
     i.nsec[0] = t.1;
 }
 
+/// The blocks a write of `data` at `off` covers whole, copied into block
+/// buffers in order: done before the state lock is taken, for
+/// [`State::write_with`].
+pub(crate) fn whole_blocks(off: u64, data: &[u8], bs: u64) -> Vec<Vec<u8>> {
+    let first = off.div_ceil(bs) * bs;
+    let skip = (first - off) as usize;
+    data.get(skip..)
+        .unwrap_or_default()
+        .chunks_exact(bs as usize)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
 /// The directory-entry type of a mode.
 pub(crate) fn file_type(mode: u32) -> Result<FileType> {
     Ok(match mode & S_IFMT {
@@ -789,7 +802,7 @@ impl State {
 
     /// Writes `data` at `off` into `ino`.
     pub fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<u32> {
-        self.write_with(ino, off, data, &mut HashMap::new())
+        self.write_with(ino, off, data, &mut HashMap::new(), Vec::new())
     }
 
     /// The device blocks a write of `len` bytes at `off` must read first:
@@ -825,13 +838,16 @@ impl State {
 
     /// [`Self::write`], taking partially overwritten blocks from `read`
     /// (block offset → (physical block it was read from, contents)) when
-    /// they are still exactly that block on the device.
+    /// they are still exactly that block on the device, and the blocks the
+    /// write covers whole from `whole` ([`whole_blocks`], in order) if
+    /// given.
     pub fn write_with(
         &mut self,
         ino: u64,
         off: u64,
         data: &[u8],
         read: &mut HashMap<u64, (u64, Vec<u8>)>,
+        whole: Vec<Vec<u8>>,
     ) -> Result<u32> {
         self.writable()?;
         let mut i = self.inode(ino)?;
@@ -852,17 +868,24 @@ impl State {
         if nblocks > self.avail_blocks() {
             return Err(Error::NoSpace);
         }
+        let mut whole = whole.into_iter();
         let mut pos = off;
         while pos < end {
             let b = pos / bs;
             let in_block = (pos % bs) as usize;
             let n = ((bs as usize) - in_block).min((end - pos) as usize);
             let src = &data[(pos - off) as usize..(pos - off) as usize + n];
+            if n == bs as usize {
+                let blk = whole.next().unwrap_or_else(|| src.to_vec());
+                if self.node(ino)?.dirty.insert(b, blk).is_none() {
+                    self.dirty_blocks += 1;
+                }
+                pos += n as u64;
+                continue;
+            }
             let exists = self.node(ino)?.dirty.contains_key(&b);
             if !exists {
-                let base = if n == bs as usize {
-                    src.to_vec()
-                } else if b * bs >= i.size {
+                let base = if b * bs >= i.size {
                     vec![0u8; bs as usize]
                 } else if let Some(pre) = read
                     .remove(&b)
@@ -1157,4 +1180,23 @@ pub enum Source {
     Dev(u64),
     /// A hole.
     Zero,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_blocks;
+
+    #[test]
+    fn whole_blocks_are_the_fully_covered_ones_in_order() {
+        let data: Vec<u8> = (0..40u8).collect();
+        // Blocks of 8: the write covers bytes 3..43, so blocks 1 to 4
+        // (bytes 8..40) whole, 0 and 5 in part.
+        let w = whole_blocks(3, &data, 8);
+        assert_eq!(w.len(), 4);
+        assert_eq!(w[0], (5..13u8).collect::<Vec<_>>());
+        assert_eq!(w[3], (29..37u8).collect::<Vec<_>>());
+        assert_eq!(whole_blocks(0, &data[..16], 8).len(), 2);
+        assert!(whole_blocks(3, &data[..4], 8).is_empty());
+        assert!(whole_blocks(5, &data[..3], 8).is_empty());
+    }
 }
