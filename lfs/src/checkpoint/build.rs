@@ -21,13 +21,41 @@ use crate::fs::state::State;
 use crate::log::layout::{self, Head, Layout};
 use crate::{Error, Result};
 
-/// One contiguous write.
+/// One contiguous write: one log.
 #[derive(Debug)]
 pub struct Run {
     /// First block address.
     pub block: u64,
-    /// The blocks.
+    /// The blocks: the payload (and super root) until [`Run::seal`] puts
+    /// the summary blocks in front.
     pub blocks: Vec<Arc<Vec<u8>>>,
+    /// The log's summary, until sealed.
+    summary: Option<LogSummary>,
+}
+
+impl Run {
+    /// Encodes the summary (checksumming the whole body) in front of the
+    /// payload. Done after the state lock is released: the body checksum
+    /// reads every byte the log writes.
+    pub fn seal(&mut self, bs: usize, seed: u32) {
+        let Some(mut summary) = self.summary.take() else {
+            return;
+        };
+        let refs: Vec<&[u8]> = self.blocks.iter().map(|b| b.as_slice()).collect();
+        let sum = summary.encode(bs, seed, &refs);
+        let mut blocks: Vec<Arc<Vec<u8>>> = sum.chunks(bs).map(|c| Arc::new(c.to_vec())).collect();
+        blocks.append(&mut self.blocks);
+        self.blocks = blocks;
+    }
+}
+
+impl Plan {
+    /// Seals every run ([`Run::seal`]).
+    pub fn seal(&mut self, bs: usize, seed: u32) {
+        for r in &mut self.runs {
+            r.seal(bs, seed);
+        }
+    }
 }
 
 /// What a built checkpoint needs written, and what to do after.
@@ -202,7 +230,14 @@ impl State {
         // 3. Which blocks of the physical files change.
         let per_dat = MetaKind::Dat.per_block(bs) as u64;
         let mut dat_blocks = self.dat.take_dirty();
-        dat_blocks.extend(allocated.iter().map(|v| v / per_dat));
+        // (Mostly consecutive numbers: one insert per block, not per entry.)
+        let mut last = None;
+        for b in allocated.iter().map(|v| v / per_dat) {
+            if last != Some(b) {
+                dat_blocks.insert(b);
+                last = Some(b);
+            }
+        }
         // Entries cleaning moves (relocated below, once addresses exist).
         dat_blocks.extend(gc.iter().map(|g| g.vblock / per_dat));
         let per_cp = MetaKind::Cpfile.per_block(bs) as u64;
@@ -395,7 +430,6 @@ impl State {
                 now_ns,
                 new_cno,
                 bs,
-                seed,
                 LOG_FLAG_GC,
                 0,
             );
@@ -537,7 +571,7 @@ impl State {
         let sr_block = Arc::new(sr.encode(bs, seed));
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
-            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0, 0,
+            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, 0, 0,
         );
         let gc_blocks: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
         let ncold = cold_runs.len();
@@ -757,7 +791,6 @@ pub(super) fn build_runs(
     now_ns: u64,
     cno: u64,
     bs: usize,
-    seed: u32,
     extra_flags: u16,
     last_flags: u16,
 ) -> (Vec<Run>, u64) {
@@ -780,23 +813,23 @@ pub(super) fn build_runs(
             } else {
                 0
             };
-        let mut summary = LogSummary {
+        let summary = LogSummary {
             header: LogHeader::new(flags, first_seq + i as u64, now_ns, span.next_seg, cno),
             entries: part.iter().map(|p| p.entry).collect(),
         };
+        debug_assert_eq!(
+            LogHeader::summary_blocks_for(summary.entries.len(), bs) as u64,
+            span.nsummary
+        );
         let mut body: Vec<Arc<Vec<u8>>> = part.iter().map(|p| p.data.clone()).collect();
         if span.super_root {
             body.push(sr_block.clone());
             sr_at = span.start;
         }
-        let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
-        let sum = summary.encode(bs, seed, &refs);
-        debug_assert_eq!(u64::from(summary.header.nblocks), span.nblocks());
-        let mut blocks: Vec<Arc<Vec<u8>>> = sum.chunks(bs).map(|c| Arc::new(c.to_vec())).collect();
-        blocks.extend(body);
         runs.push(Run {
             block: span.start,
-            blocks,
+            blocks: body,
+            summary: Some(summary),
         });
     }
     (runs, sr_at)

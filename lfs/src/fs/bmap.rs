@@ -202,16 +202,23 @@ impl BlockMap {
     /// [`Self::set_node`] (or be dropped with [`Self::remove_node`] when
     /// [`Self::node_is_empty`]) before its parent is encoded.
     pub fn take_dirty_nodes(&mut self) -> Vec<NodeId> {
-        let mut out = BTreeSet::new();
+        // The dirty offsets are sorted, so each level's nodes come in
+        // order and a repeat is always the last one seen: no set needed
+        // (a set insert per offset and level was most of a large
+        // sequential checkpoint's build).
+        let mut levels: [Vec<NodeId>; 3] = Default::default();
         for &off in &self.dirty {
-            for level in 1..=3u8 {
+            for (level, nodes) in (1..=3u8).zip(levels.iter_mut()) {
                 if let Some(n) = self.node_for(off, level) {
-                    out.insert(n);
+                    if nodes.last() != Some(&n) {
+                        nodes.push(n);
+                    }
                 }
             }
         }
         self.dirty.clear();
-        out.into_iter().collect()
+        // NodeId orders by level first: bottom-up.
+        levels.concat()
     }
 
     /// The address currently recorded for `id`, 0 if none.

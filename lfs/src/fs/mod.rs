@@ -268,7 +268,7 @@ impl Fs {
         let t0 = Instant::now();
         let plan = st.build_checkpoint(now_ns(), minor);
         let built = t0.elapsed();
-        let plan = match plan {
+        let mut plan = match plan {
             Ok(p) => p,
             Err(e) => {
                 let what = format!("checkpoint {} could not be built", st.cno + 1);
@@ -277,9 +277,10 @@ impl Fs {
             }
         };
         self.note_dirty(&st);
-        let dev = st.dev.clone();
+        let (dev, seed) = (st.dev.clone(), st.seed);
         drop(st);
         let bs = self.bs;
+        plan.seal(bs as usize, seed);
         let io = (|| -> Result<()> {
             for (i, run) in plan.runs.iter().enumerate() {
                 // The cold log is durable before the logs that end in the

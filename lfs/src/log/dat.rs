@@ -23,6 +23,10 @@ pub struct Dat {
     free: BTreeSet<u64>,
     pending: Vec<u64>,
     dirty: BTreeSet<u64>,
+    /// The block last marked dirty: consecutive numbers share a block, and
+    /// a checkpoint marks one per block it places, so the set is spared
+    /// most inserts.
+    last_dirty: Option<u64>,
     per_block: u64,
 }
 
@@ -45,6 +49,7 @@ impl Dat {
             free,
             pending: Vec::new(),
             dirty: BTreeSet::new(),
+            last_dirty: None,
             per_block: MetaKind::Dat.per_block(block_size) as u64,
         }
     }
@@ -131,7 +136,7 @@ impl Dat {
             start_cno: cno,
             end_cno: CNO_LIVE,
         };
-        self.dirty.insert(v / self.per_block);
+        self.mark_dirty(v);
     }
 
     /// Retires `v` from the current state: checkpoints before `end_cno`
@@ -157,7 +162,7 @@ impl Dat {
         } else {
             e.end_cno = end_cno;
         }
-        self.dirty.insert(v / self.per_block);
+        self.mark_dirty(v);
         freed
     }
 
@@ -198,7 +203,7 @@ impl Dat {
             return 0;
         }
         *e = DatEntry::default();
-        self.dirty.insert(v / self.per_block);
+        self.mark_dirty(v);
         self.pending.push(v);
         if phys == u64::MAX {
             0
@@ -211,7 +216,7 @@ impl Dat {
     pub fn relocate(&mut self, v: u64, phys: u64) {
         if let Some(e) = self.entries.get_mut(v as usize) {
             e.phys = phys;
-            self.dirty.insert(v / self.per_block);
+            self.mark_dirty(v);
         }
     }
 
@@ -238,6 +243,15 @@ impl Dat {
         self.free.extend(self.pending.drain(..));
     }
 
+    /// Marks the block holding `v`'s entry dirty.
+    fn mark_dirty(&mut self, v: u64) {
+        let b = v / self.per_block;
+        if self.last_dirty != Some(b) {
+            self.dirty.insert(b);
+            self.last_dirty = Some(b);
+        }
+    }
+
     /// Whether the next checkpoint already rewrites DAT file block `b`.
     pub fn is_block_dirty(&self, b: u64) -> bool {
         self.dirty.contains(&b)
@@ -251,6 +265,7 @@ impl Dat {
 
     /// File blocks of the DAT that changed since the last call.
     pub fn take_dirty(&mut self) -> BTreeSet<u64> {
+        self.last_dirty = None;
         std::mem::take(&mut self.dirty)
     }
 
