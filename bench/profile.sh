@@ -68,7 +68,7 @@ measure() {
     [ -n "$total" ] || die "no instruction count for $label"
     rev=$(git -C "$dir" rev-parse --short=12 HEAD)
     printf '| %s | %s | %s | %s |\n' "$label" "$rev" \
-        "$(printf "%'d" "$total")" "$(printf "%'d" $((total / checkpoints)))"
+        "$(python3 -c "print(f'{$total:,}')")" "$(python3 -c "print(f'{$total // $checkpoints:,}')")"
     echo "$total" >"$work/$label.total"
 }
 
