@@ -348,23 +348,61 @@ impl State {
 
     /// Writes the superblock (cursor, state) to the older copy and flushes.
     pub fn write_superblock(&mut self, now: u64) -> Result<()> {
-        self.sb_written_cno = self.sb.last_cno;
+        let w = self.prepare_superblock(now);
+        w.write(self.dev.as_ref())?;
+        self.superblock_written(&w);
+        Ok(())
+    }
+
+    /// The superblock write [`Self::write_superblock`] does, prepared so
+    /// that the caller can do the I/O without the state lock (under the
+    /// checkpoint lock, which every superblock write holds): a flush can
+    /// take long, and every writer would wait behind it.
+    pub(crate) fn prepare_superblock(&mut self, now: u64) -> SuperblockWrite {
         let gen = self.sb_gens[0].max(self.sb_gens[1]) + 1;
         self.sb.generation = gen;
         self.sb.wtime = now;
         let bs = u64::from(self.sb.block_size);
-        let (idx, off) = match self.next_sb_copy() {
+        let (idx, block) = match self.next_sb_copy() {
             crate::inspect::SbCopy::Primary => (0, 0),
-            crate::inspect::SbCopy::Secondary => (1, self.sb.secondary_block() * bs),
+            crate::inspect::SbCopy::Secondary => (1, self.sb.secondary_block()),
         };
-        self.dev
-            .write_all_at(&self.sb.encode(), off)
-            .map_err(|e| Error::io(format!("writing the superblock at block {}", off / bs), e))?;
-        self.dev
-            .flush()
-            .map_err(|e| Error::io(format!("flushing the superblock at block {}", off / bs), e))?;
-        self.sb_gens[idx] = gen;
-        Ok(())
+        SuperblockWrite {
+            bytes: self.sb.encode(),
+            offset: block * bs,
+            block,
+            copy: idx,
+            generation: gen,
+            cno: self.sb.last_cno,
+        }
+    }
+
+    /// Records a superblock write that succeeded.
+    pub(crate) fn superblock_written(&mut self, w: &SuperblockWrite) {
+        self.sb_gens[w.copy] = w.generation;
+        self.sb_written_cno = w.cno;
+    }
+}
+
+/// One superblock copy to write, and what it records.
+#[derive(Debug)]
+pub(crate) struct SuperblockWrite {
+    bytes: Vec<u8>,
+    offset: u64,
+    block: u64,
+    copy: usize,
+    generation: u64,
+    cno: u64,
+}
+
+impl SuperblockWrite {
+    /// Writes the copy and flushes.
+    pub(crate) fn write(&self, dev: &dyn BlockDevice) -> Result<()> {
+        let at = self.block;
+        dev.write_all_at(&self.bytes, self.offset)
+            .map_err(|e| Error::io(format!("writing the superblock at block {at}"), e))?;
+        dev.flush()
+            .map_err(|e| Error::io(format!("flushing the superblock at block {at}"), e))
     }
 }
 

@@ -263,7 +263,7 @@ impl Fs {
             u64::from(st.sb.blocks_per_segment),
         );
         if st.segs.npending() > 0 && st.segs.nclean() < low_water(&st) + need {
-            self.release_freed(&mut st)?;
+            st = self.release_freed(st)?;
         }
         let t0 = Instant::now();
         let plan = st.build_checkpoint(now_ns(), minor);
@@ -346,7 +346,9 @@ impl Fs {
         if behind >= SB_UPDATE_EVERY
             || (st.segs.npending() > 0 && st.segs.nclean() < low_water(&st))
         {
-            self.release_freed(&mut st)?;
+            drop(self.release_freed(st)?);
+        } else {
+            drop(st);
         }
         let blocks: usize = plan.runs.iter().map(|r| r.blocks.len()).sum();
         let total = t0.elapsed();
@@ -385,16 +387,26 @@ impl Fs {
     }
 
     /// Writes the superblock naming the last durable checkpoint, then lets
-    /// the segments freed up to it be reused.
-    fn release_freed(&self, st: &mut State) -> Result<()> {
-        if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
-            self.stop_writing(st, "the superblock update failed", &e);
+    /// the segments freed up to it be reused. The caller holds the
+    /// checkpoint lock; the state lock is released across the write and
+    /// its flush (taken again, it is returned), so writers do not wait for
+    /// the device (a flush behind the lock stalled every writer).
+    fn release_freed<'a>(&'a self, mut st: MutexGuard<'a, State>) -> Result<MutexGuard<'a, State>> {
+        let w = st.prepare_superblock(crate::checkpoint::recover::now_secs());
+        let dev = st.dev.clone();
+        drop(st);
+        let r = w.write(dev.as_ref());
+        let mut st = self.st();
+        if let Err(e) = r {
+            self.stop_writing(&mut st, "the superblock update failed", &e);
             return Err(e);
         }
+        st.superblock_written(&w);
         let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
         st.segs.release_pending();
         st.reuse_epoch += 1;
-        Ok(())
+        drop(_w);
+        Ok(st)
     }
 
     /// Final checkpoint, superblock marked clean, timer stopped. Further
