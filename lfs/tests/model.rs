@@ -285,6 +285,15 @@ enum Op {
         gid: u32,
     },
     Sync,
+    /// fdatasync(2) of a file: a data-sync log (only that file's data,
+    /// size and times become durable) or a checkpoint (everything does);
+    /// the engine's counters say which, and the durable model follows.
+    FDataSync {
+        at: Sel,
+        /// A write to the file first, as (offset, length, seed), so that
+        /// it usually has something to make durable.
+        write: Option<(Off, u32, u8)>,
+    },
     /// Sync, then delete every plain checkpoint but the latest (what
     /// cleaning does with no protection period), freeing the blocks only
     /// they kept.
@@ -427,7 +436,11 @@ fn decode(r: Raw) -> Op {
             len: len_of(d),
             seed: (e % 251) as u8 + 1,
         },
-        250..=329 => Op::Read {
+        290..=329 => Op::FDataSync {
+            at: sel_file(a, b),
+            write: (d % 4 != 0).then(|| (off_of(c), len_of(d), (e % 251) as u8 + 1)),
+        },
+        250..=289 => Op::Read {
             at: sel_file(a, b),
             off: off_of(c),
             len: len_of(d).max(1),
@@ -1714,6 +1727,7 @@ fn concretize(m: &Model, op: &Op) -> Option<Step> {
         Op::Chown { at, uid, gid } => Step::Chown(m.pick(at), *uid, *gid),
         Op::Nop
         | Op::Sync
+        | Op::FDataSync { .. }
         | Op::Reclaim
         | Op::Remount
         | Op::Crash { .. }
@@ -1884,6 +1898,8 @@ struct Stats {
     /// Crashes during a sync: the sync failed and the old state was
     /// found, it failed and the new state was found, it completed.
     crash_in_sync: [u64; 3],
+    /// fdatasyncs that wrote a data-sync log, a checkpoint, nothing.
+    fdatasyncs: [u64; 3],
     /// Per kind of operation: successes, errors.
     by_op: BTreeMap<String, [u64; 2]>,
 }
@@ -1973,6 +1989,69 @@ impl Harness {
         Ok(())
     }
 
+    /// fdatasync of the file `at` picks. A data-sync log makes that file's
+    /// bytes (and blocks) durable over the last durable state; it must be
+    /// a file that state has. A checkpoint makes the whole model durable.
+    /// Writing nothing is right only if the file is already as durable.
+    fn fdatasync(&mut self, at: &Sel) -> Result<String, String> {
+        let p = self.model.pick(at);
+        let Ok(Some(id)) = self.model.data_target(&p) else {
+            return Ok(format!("fdatasync {}: not a file", show_short(&p)));
+        };
+        let ino = e_resolve(self.fs(), &p)
+            .map_err(|e| format!("fdatasync {}: the engine cannot find it: {e:?}", show(&p)))?;
+        let count = |fs: &Fs, name: &str| {
+            fs.stats()
+                .counters
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |&(_, v)| v)
+        };
+        let before = (
+            count(self.fs(), "data_sync_writes"),
+            count(self.fs(), "checkpoints"),
+        );
+        self.fs()
+            .fsync(ino, true)
+            .map_err(|e| format!("fdatasync {} failed: {e}\n{}", show(&p), self.space()))?;
+        let after = (
+            count(self.fs(), "data_sync_writes"),
+            count(self.fs(), "checkpoints"),
+        );
+        let now = self.model.node(id).kind.clone();
+        let what = if after.1 > before.1 {
+            self.durable = self.model.clone();
+            self.stats.fdatasyncs[1] += 1;
+            "a checkpoint"
+        } else if after.0 > before.0 {
+            let d = self.durable.nodes.get_mut(&id).ok_or_else(|| {
+                format!(
+                    "fdatasync {} wrote a data-sync log for a file the last durable state lacks",
+                    show(&p)
+                )
+            })?;
+            d.kind = now;
+            self.stats.fdatasyncs[0] += 1;
+            "a data-sync log"
+        } else {
+            let same = match (self.durable.nodes.get(&id).map(|n| &n.kind), &now) {
+                (Some(Kind::File { data: a, alloc: x }), Kind::File { data: b, alloc: y }) => {
+                    a == b && x == y
+                }
+                _ => false,
+            };
+            if !same {
+                return Err(format!(
+                    "fdatasync {} wrote nothing, but the file differs from its last durable state",
+                    show(&p)
+                ));
+            }
+            self.stats.fdatasyncs[2] += 1;
+            "nothing"
+        };
+        Ok(format!("fdatasync {}: {what}", show_short(&p)))
+    }
+
     fn remount(&mut self) -> Result<(), String> {
         if let Err(e) = self.fs().unmount() {
             return Err(format!("unmount failed: {e}\n{}", self.space()));
@@ -2051,6 +2130,18 @@ impl Harness {
             Op::Remount => {
                 self.remount()?;
                 return Ok("remount".into());
+            }
+            Op::FDataSync { at, write } => {
+                if let Some((off, len, seed)) = *write {
+                    let w = Op::Write {
+                        at: at.clone(),
+                        off,
+                        len,
+                        seed,
+                    };
+                    self.step(&w)?;
+                }
+                return self.fdatasync(at);
             }
             Op::Crash { sync_first, seed } => {
                 if *sync_first {
@@ -2288,6 +2379,11 @@ fn long_sequence(seed: u64) {
     );
     assert!(stats.remounts >= 8, "only {} remounts", stats.remounts);
     assert!(stats.crashes >= 5, "only {} crashes", stats.crashes);
+    assert!(
+        stats.fdatasyncs[0] >= 5,
+        "only {} fdatasyncs wrote a data-sync log",
+        stats.fdatasyncs[0]
+    );
     assert!(
         stats.nospace * 50 < stats.writes_ok,
         "{} NoSpace errors for {} writes: make the device larger",
