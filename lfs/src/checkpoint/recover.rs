@@ -292,12 +292,8 @@ impl State {
             }
         }
         let mut st = load(dev, sb, &sr)?;
-        // Logs of the discarded tail may lie beyond the chain where the scan
-        // could not see them; fewer than `total_blocks` logs fit on the
-        // device, so skipping that many sequence numbers puts every new log
-        // above any leftover, and the scan (which needs increasing
-        // sequence numbers) never continues into one.
-        st.seq = max_seq + st.sb.total_blocks + 1;
+        st.seq = next_seq(max_seq, st.sb.seq_floor, st.sb.total_blocks);
+        st.sb.seq_floor = st.seq;
         let seg = st.sb.segment_of(l.block).unwrap_or(0);
         st.head = Head {
             seg,
@@ -411,6 +407,27 @@ fn reason(r: &std::result::Result<Superblock, crate::format::DecodeError>) -> St
         Ok(_) => "valid".into(),
         Err(e) => e.to_string(),
     }
+}
+
+/// The first sequence number a mount gives its logs, above every log a
+/// crash may have left beyond the chain, so that the scan (which needs
+/// increasing sequence numbers) never continues into one: `max_seen` is the
+/// highest the scan found, `floor` the first one the last read-write mount
+/// used (the superblock records it before that mount writes a log), and
+/// `total_blocks` bounds how many logs can lie on the device unfinished.
+///
+/// A leftover was written after the last checkpoint that became durable:
+/// if that mount made one durable, the leftover lies within `total_blocks`
+/// of it, so of `max_seen`; if it made none, it lies within `total_blocks`
+/// of that mount's `floor`. Counting from `max_seen` alone (as before the
+/// floor) gave a mount that crashed before its first checkpoint the same
+/// numbers as the next mount: the model test found the next mount's chain
+/// continuing into the crashed one's super root.
+pub(crate) fn next_seq(max_seen: u64, floor: u64, total_blocks: u64) -> u64 {
+    max_seen
+        .max(floor)
+        .saturating_add(total_blocks)
+        .saturating_add(1)
 }
 
 /// Seconds since the epoch.

@@ -48,7 +48,7 @@ pub const SB_SIZE: usize = 512;
 /// Bytes of the label field.
 pub const LABEL_LEN: usize = 64;
 const CRC_OFF: usize = 12;
-const USED: usize = 220;
+const USED: usize = 232;
 
 /// Compat features this build knows (none yet).
 pub const FEATURE_COMPAT_KNOWN: u64 = 0;
@@ -151,6 +151,11 @@ pub struct Superblock {
     pub generation: u64,
     /// Size of an inode record.
     pub inode_size: u32,
+    /// The first log sequence number the last read-write mount used (0
+    /// before any such mount, and in a 1.0 superblock): recovery starts
+    /// new logs far enough above it that no log that mount left behind
+    /// unfinished can ever continue the chain (lfs(5), RECOVERY).
+    pub seq_floor: u64,
 }
 
 impl Superblock {
@@ -184,6 +189,8 @@ impl Superblock {
         w.u32(self.mount_count);
         w.u64(self.generation);
         w.u32(self.inode_size);
+        w.u32(0);
+        w.u64(self.seq_floor);
         debug_assert_eq!(w.len(), USED);
         w.zeros(SB_SIZE - USED);
         let crc = crc_seeded(0, w.as_slice(), CRC_OFF);
@@ -278,6 +285,8 @@ impl Superblock {
         if inode_size as usize != super::INODE_SIZE {
             return Err(invalid("inode size", inode_size.into()));
         }
+        r.skip(4)?;
+        let seq_floor = r.u64()?;
         Ok(Superblock {
             version_major,
             version_minor,
@@ -302,6 +311,7 @@ impl Superblock {
             mount_count,
             generation,
             inode_size,
+            seq_floor,
         })
     }
 
@@ -425,6 +435,7 @@ pub(crate) mod tests {
             mount_count: 0,
             generation: 2,
             inode_size: crate::format::INODE_SIZE as u32,
+            seq_floor: 0,
         }
     }
 
@@ -601,6 +612,7 @@ pub(crate) mod tests {
                     mount_count: mc,
                     generation: gen,
                     inode_size: crate::format::INODE_SIZE as u32,
+                    seq_floor: lseq.rotate_left(7) ^ gen,
                 }
             })
     }
