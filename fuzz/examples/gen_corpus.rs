@@ -940,6 +940,24 @@ fn ops_plans(c: &mut Corpus) {
     names.push(Op::Unlink { at: long(3) });
     names.push(Op::Sync);
     c.add(T, "seq-long-names", plan(2, modes[1].1, 5, &names).encode());
+    // A plan of the most operations there can be, so that libFuzzer's
+    // length limit (the longest seed, for a target this slow) lets plans
+    // grow that long.
+    let mixed: Vec<Op> = workload
+        .iter()
+        .chain(&sparse)
+        .chain(&names)
+        .copied()
+        .take(ops::MAX_OPS)
+        .collect();
+    assert_eq!(mixed.len(), ops::MAX_OPS);
+    let half = ops::device_writes(&plan(3, modes[4].1, 0, &mixed)) / 2;
+    let half = u8::try_from(half).expect("under 512 writes");
+    c.add(
+        T,
+        &format!("seq-longest-random-w{half}"),
+        plan(3, CrashMode::Random { seed: 11 }, half, &mixed).encode(),
+    );
 }
 
 /// The verdict of `target` on `data`: accepted, or the kind of its
