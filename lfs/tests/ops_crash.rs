@@ -21,9 +21,9 @@ use lfs_e2e::fuzz_corpus::{assert_none, corpus, mutations, random_inputs, run};
 const TARGET: &str = "ops_crash";
 /// Random inputs (each a whole run: mount, operations, crash, fsck,
 /// recovery, a change, a remount).
-const RANDOM_INPUTS: usize = 40;
+const RANDOM_INPUTS: usize = 200;
 /// Mutated copies per corpus file.
-const MUTATIONS_PER_FILE: usize = 4;
+const MUTATIONS_PER_FILE: usize = 20;
 
 #[test]
 fn every_corpus_plan_recovers_what_was_durable() {
