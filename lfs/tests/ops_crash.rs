@@ -138,6 +138,42 @@ fn the_budgets_keep_every_run_far_from_full() {
     }
 }
 
+/// The check can fail: a crash image without a file the journal says was
+/// made durable (a sync that lied) is a violation.
+#[test]
+fn a_lost_durable_file_is_a_violation() {
+    let at = At::root(0);
+    let plan = Plan {
+        geometry: 0,
+        mode: CrashMode::KeepAll,
+        crash_at: 0,
+        ops: vec![
+            Op::Create { at, perm: 0 },
+            Op::Write {
+                at,
+                offset: 0,
+                len: 5000,
+                seed: 1,
+            },
+            Op::Sync,
+        ],
+    };
+    let (image, j) = ops::crash(&plan);
+    ops::check_recovery(&plan, image.clone(), &j);
+    let mut lying = j.acked.last().unwrap().clone();
+    let mut ghost = lying["/a"].clone();
+    ghost.ino += 1;
+    lying.insert("/ghost".into(), ghost);
+    let lying = common::Journal {
+        acked: vec![lying],
+        in_flight: None,
+    };
+    let r = std::panic::catch_unwind(|| ops::check_recovery(&plan, image, &lying));
+    let cause = r.expect_err("a file lost after its sync passed the check");
+    let msg = cause.downcast_ref::<String>().map_or("", String::as_str);
+    assert!(msg.contains("/ghost: recovered absent"), "{msg}");
+}
+
 /// A mount of the fresh image of every geometry passes fsck and shows an
 /// empty root: the target's starting point.
 #[test]

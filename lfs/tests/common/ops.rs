@@ -837,6 +837,13 @@ pub fn ops_crash(data: &[u8]) {
 
 /// [`ops_crash`] on a decoded plan.
 pub fn run_plan(plan: &Plan) {
+    let (image, j) = crash(plan);
+    check_recovery(plan, image, &j);
+}
+
+/// Runs `plan` to its crash (or crashes it after its last operation) and
+/// returns the crash image and the journal of what was durable.
+pub fn crash(plan: &Plan) -> (Vec<u8>, Journal) {
     let (fault, j, fs) = execute(plan);
     if !fault.is_crashed() {
         fault.crash_now().expect("crashing the device");
@@ -854,7 +861,7 @@ pub fn run_plan(plan: &Plan) {
         Ok(fault) => fault.into_inner().into_vec(),
         Err(fault) => fault.durable().snapshot(),
     };
-    check_recovery(plan, image, &j);
+    (image, j)
 }
 
 /// Runs `plan` without crashing it (whatever its countdown says) and
@@ -942,8 +949,9 @@ fn execute(plan: &Plan) -> (Arc<FaultDevice<MemDevice>>, Journal, Option<Arc<Fs>
     (fault, run.j, Some(run.fs))
 }
 
-/// Steps 1 to 3 of the module doc on the crash image.
-fn check_recovery(plan: &Plan, image: Vec<u8>, j: &Journal) {
+/// Steps 1 to 3 of the module doc on the crash image; panics on a
+/// violation.
+pub fn check_recovery(plan: &Plan, image: Vec<u8>, j: &Journal) {
     let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_vec(image));
     let fsck = |dev: &Arc<dyn BlockDevice>, when: &str| match lfs::fsck::fsck(dev.clone()) {
         Ok(r) if r.is_clean() => {}
