@@ -9,7 +9,8 @@
 //! Also the seeds of the configuration parsers' targets (`cleanerd_conf`,
 //! `fsd_toml`: the shipped files and hand-written variants) and of the
 //! operation-sequence crash target (`ops_crash`: plans built with
-//! `lfs/tests/common/ops.rs`, which is compiled in here with `#[path]`).
+//! `lfs/tests/common/plan.rs` and run by `ops.rs`, both compiled in here
+//! with `#[path]`).
 //! The control protocol's corpus has its own generator
 //! (`cargo run -p lfs-proto --example gen_corpus`).
 //!
@@ -46,6 +47,9 @@ mod durable;
 #[allow(dead_code)]
 #[path = "../../lfs/tests/common/ops.rs"]
 mod ops;
+#[allow(dead_code)]
+#[path = "../../lfs/tests/common/plan.rs"]
+mod plan;
 
 /// Checksum seed of the generated filesystems.
 const SEED: u32 = 0x5eed_f00d;
@@ -750,7 +754,7 @@ fn uncommented(text: &str) -> String {
 /// mode and geometry, and shorter plans aimed at one feature each.
 fn ops_plans(c: &mut Corpus) {
     const T: &str = "ops_crash";
-    use ops::{At, Op, Plan};
+    use plan::{At, Op, Plan};
     let f = At::root;
     let d = |name| At { dir: 1, name }; // in /a
     let long = |name| At {
@@ -948,9 +952,9 @@ fn ops_plans(c: &mut Corpus) {
         .chain(&sparse)
         .chain(&names)
         .copied()
-        .take(ops::MAX_OPS)
+        .take(plan::MAX_OPS)
         .collect();
-    assert_eq!(mixed.len(), ops::MAX_OPS);
+    assert_eq!(mixed.len(), plan::MAX_OPS);
     let half = ops::device_writes(&plan(3, modes[4].1, 0, &mixed)) / 2;
     let half = u8::try_from(half).expect("under 512 writes");
     c.add(

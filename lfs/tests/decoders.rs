@@ -12,12 +12,12 @@
 //!
 //! `fuzz/` also holds targets outside the engine's decoders
 //! ([`OTHER_CRATE_TARGETS`]: the protocol, the configuration files, and
-//! the operation-sequence crash target, whose code lives with these tests
-//! in `common/ops.rs`); their own tests run them over their corpus. Here
-//! they are only checked to be wired up (target file, `[[bin]]`, the test
-//! that runs them, corpus files named as that test expects), so that the
-//! no-strays check still catches a fuzz target or a corpus directory that
-//! nothing runs.
+//! the operation-sequence crash target, whose code lives with these
+//! tests in `common/ops.rs` and `common/plan.rs`); their own tests run
+//! them over their corpus. Here they are only checked to be wired up
+//! (target file, `[[bin]]`, the test that runs them, corpus files named
+//! as that test expects), so that the no-strays check still catches a
+//! fuzz target or a corpus directory that nothing runs.
 
 use std::collections::BTreeSet;
 use std::fs;

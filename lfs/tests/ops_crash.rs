@@ -1,4 +1,5 @@
-//! The `ops_crash` fuzz target (`common/ops.rs`, docs/FUZZING.md) as an
+//! The `ops_crash` fuzz target (`common/ops.rs` and `common/plan.rs`,
+//! docs/FUZZING.md) as an
 //! ordinary test: every plan in the committed corpus
 //! `fuzz/corpus/ops_crash/`, random inputs and mutated copies of the
 //! corpus, from a fixed seed. Each run crashes the engine on a
@@ -13,7 +14,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use common::ops::{self, At, Op, Plan, GEOMETRIES, MAX_OPS, OP_NAMES};
+use common::ops;
+use common::plan::{At, Op, Plan, GEOMETRIES, MAX_OPS, OP_NAMES};
 use lfs::blockdev::{BlockDevice, CrashMode, MemDevice};
 use lfs::fs::Fs;
 use lfs_e2e::fuzz_corpus::{assert_none, corpus, mutations, random_inputs, run};

@@ -1,12 +1,13 @@
 //! The scripted workload the crash matrix (crash.rs) and the I/O error
 //! tests (ioerrors.rs) run; the tree a user can observe and the journal
 //! of the states the workload made durable are in [`durable`], the
-//! operation-sequence crash target in [`ops`].
+//! operation-sequence crash target in [`ops`] and [`plan`].
 
 #![allow(dead_code)]
 
 pub mod durable;
 pub mod ops;
+pub mod plan;
 
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
