@@ -3,10 +3,10 @@
 //!
 //! This file is the thin part: arguments → configuration → engine mount →
 //! FUSE session → final checkpoint. The FUSE adapter is [`fuse`], the
-//! one errno mapping [`errno`], the configuration file [`config`], signal
+//! one errno mapping [`errno`], the configuration file [`config`] (in the
+//! library half, `src/lib.rs`, which the fuzz targets link too), signal
 //! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
 
-mod config;
 mod control;
 mod errno;
 mod fuse;
@@ -25,8 +25,8 @@ use lfs::blockdev::{BlockDevice, DeviceName, OpenOptions};
 use lfs::fs::{Fs, MountOptions};
 use log::{error, info, warn, LevelFilter};
 
-use crate::config::{Config, Source};
 use crate::options::{MountFlags, Overrides};
+use fsd::config::{self, Config, Source};
 
 /// Exit statuses, as documented in fsd(8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
