@@ -36,7 +36,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use ops::Source;
+pub use ops::{Source, CHECKPOINT_MARGIN_BLOCKS};
 
 /// The directory-entry type of an st_mode, if it has a known type.
 pub fn file_type_of_mode(mode: u32) -> Option<crate::format::FileType> {
@@ -675,8 +675,10 @@ impl Fs {
                 r = self.write_inner(ino, offset, data);
             }
         }
-        if r.is_ok() {
-            Stats::add(&self.stats.user_bytes, data.len() as u64);
+        if let Ok(n) = r {
+            // What was written: a write that meets the largest file size
+            // is short.
+            Stats::add(&self.stats.user_bytes, u64::from(n));
         }
         self.stats.write_latency.record(t.elapsed());
         r
