@@ -21,6 +21,8 @@
 #   LFS_CORRUPT_CASES=20000 corruptions of metadata tried
 #   FUZZ_SECONDS=300        seconds of libFuzzer per fuzz target
 #   LFS_FULL_ROUNDS=10      fill / delete / clean / refill rounds
+#                           (LFS_LONG=1 also makes the deep tree of the
+#                           limits test 10,000 levels instead of 2,500)
 #   LFS_KILL_CYCLES=100     kill -9 cycles of fsd and cleanerd
 set -uo pipefail
 
@@ -84,6 +86,10 @@ step() {
 t="cargo test ${profile[*]}"
 step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
 step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture && $t -p lfs-e2e --test fsd_ioerror -- --nocapture"
+step corrupt '^corrupt (images|fixtures)' "$t -p lfs --test corrupt -- --nocapture && $t -p lfs --test corrupt_fixtures -- --nocapture"
+step full '^full disk|^limits' "$t -p lfs-e2e --test full_disk -- --nocapture && $t -p lfs --test limits -- --nocapture && $t -p lfs-e2e --test limits -- --nocapture"
+step kill '^process faults' "$t -p lfs-e2e --test process_faults -- --nocapture"
+step access '^access control' "$t -p lfs-e2e --test access -- --nocapture"
 # One fuzzer at a time: the figures are per target, not per machine.
 step fuzz '^  (ok|FAIL) |^==> fuzz smoke run' "FUZZ_SECONDS=$fuzz_seconds FUZZ_JOBS=1 bash fuzz/run-smoke.sh"
 

@@ -479,10 +479,13 @@ impl Fs {
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
         self.st().lookup(parent, name)
     }
-    /// Changes attributes (and size).
+    /// Changes attributes (and size); waits for space as
+    /// [`Self::freeing`] says.
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().setattr(ino, set)
+        self.freeing(|| {
+            let _pass = self.gate.enter();
+            self.st().setattr(ino, set)
+        })
     }
     /// Creates a regular file, FIFO, socket or device node.
     pub fn create(
@@ -548,15 +551,21 @@ impl Fs {
         let _pass = self.gate.enter();
         self.st().close_file(ino)
     }
-    /// Removes a name that is not a directory.
+    /// Removes a name that is not a directory; waits for space as
+    /// [`Self::freeing`] says.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().unlink(parent, name)
+        self.freeing(|| {
+            let _pass = self.gate.enter();
+            self.st().unlink(parent, name)
+        })
     }
-    /// Removes an empty directory.
+    /// Removes an empty directory; waits for space as [`Self::freeing`]
+    /// says.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rmdir(parent, name)
+        self.freeing(|| {
+            let _pass = self.gate.enter();
+            self.st().rmdir(parent, name)
+        })
     }
     /// Renames.
     pub fn rename(
@@ -652,29 +661,15 @@ impl Fs {
     /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
-        let mut r = self.write_inner(ino, offset, data);
-        if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
-            Stats::add(&self.stats.space_waits, 1);
-            while matches!(r, Err(Error::NoSpace))
-                && t.elapsed() < SPACE_WAIT
-                && self.cleaner_active()
-            {
-                // The dirty data counts as used until a checkpoint places
-                // it; before then the cleaner may see clean segments
-                // enough and wait too (until the checkpoint interval). A
-                // segment's worth or more is written at once; less would
-                // hardly change what the cleaner sees, and every small
-                // checkpoint rewrites DAT blocks.
-                if self.dirty_segments() >= 1 {
-                    self.timer.kick();
-                }
-                if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
-                    r = Err(Error::ReadOnly(why));
-                    break;
-                }
-                r = self.write_inner(ino, offset, data);
-            }
-        }
+        // The dirty data counts as used until a checkpoint places it;
+        // before then the cleaner may see clean segments enough and wait
+        // too (until the checkpoint interval). A segment's worth or more
+        // is written at once; less would hardly change what the cleaner
+        // sees, and every small checkpoint rewrites DAT blocks.
+        let r = self.waiting_for_space(
+            || self.dirty_segments() >= 1,
+            || self.write_inner(ino, offset, data),
+        );
         if let Ok(n) = r {
             // What was written: a write that meets the largest file size
             // is short.
@@ -682,6 +677,48 @@ impl Fs {
         }
         self.stats.write_latency.record(t.elapsed());
         r
+    }
+
+    /// Runs `attempt` (which takes its own pass of the freeze gate, so
+    /// that waiting holds none up); out of space while a cleaner is at
+    /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
+    /// again at each checkpoint (every pass ends with one), asking for one
+    /// at once when `kick` says so, for up to [`SPACE_WAIT`].
+    fn waiting_for_space<T>(
+        &self,
+        kick: impl Fn() -> bool,
+        attempt: impl Fn() -> Result<T>,
+    ) -> Result<T> {
+        let t = Instant::now();
+        let mut r = attempt();
+        if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
+            Stats::add(&self.stats.space_waits, 1);
+            while matches!(r, Err(Error::NoSpace))
+                && t.elapsed() < SPACE_WAIT
+                && self.cleaner_active()
+            {
+                if kick() {
+                    self.timer.kick();
+                }
+                if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
+                    r = Err(Error::ReadOnly(why));
+                    break;
+                }
+                r = attempt();
+            }
+        }
+        r
+    }
+
+    /// [`Self::waiting_for_space`] for a change that frees space (unlink,
+    /// rmdir, truncate): it frees nothing until a checkpoint records it
+    /// and the cleaner deletes the older checkpoints that still hold the
+    /// blocks, so it asks for that checkpoint at once. (Refused at once,
+    /// `rm` of many files on a full filesystem failed with ENOSPC after
+    /// the first few, cleaner or not, once their metadata filled the
+    /// half of the reserve such changes may use.)
+    fn freeing<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
+        self.waiting_for_space(|| true, attempt)
     }
 
     /// Dirty blocks not yet placed, in whole segments.
