@@ -474,6 +474,100 @@ fn deleting_every_file_of_a_full_filesystem_waits_for_an_active_cleaner() {
     fsck_clean(&dev);
 }
 
+/// Fills a fresh filesystem: one file written a MiB at a time, each
+/// synced (so older checkpoints hold nothing but metadata), then a block
+/// at a time until not even one fits; returns the file.
+fn fill_up(fs: &Fs) -> u64 {
+    let f = fs.create(ROOT_INO, b"full", 0o644, 0, 0, 0).unwrap().ino;
+    let (mut off, mut chunk) = (0u64, 1u64 << 20);
+    loop {
+        match fs.write(f, off, &vec![7u8; chunk as usize]) {
+            Ok(n) => off += u64::from(n),
+            Err(Error::NoSpace) if chunk > BS as u64 => chunk /= 2,
+            Err(Error::NoSpace) => return f,
+            Err(e) => panic!("write at {off}: {e}"),
+        }
+        fs.sync().unwrap();
+    }
+}
+
+/// A cleaner expiring checkpoints again and again on an idle, full
+/// filesystem uses no space: deleting a checkpoint that keeps nothing
+/// of its own is skipped. Each such deletion needed a checkpoint to
+/// record it, which made its predecessor deletable at the next pass, 5
+/// blocks a round, until the reserve was gone and not even an unlink
+/// was admitted.
+#[test]
+fn expiring_checkpoints_of_an_idle_full_filesystem_uses_no_space() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    fill_up(&fs);
+    fs.clean_segments(&[], Duration::ZERO).unwrap();
+    fs.sync().unwrap();
+    let free = fs.df().free_blocks;
+    for round in 0..20 {
+        let r = fs.clean_segments(&[], Duration::ZERO).unwrap();
+        fs.sync().unwrap();
+        assert_eq!(
+            (r.checkpoints_deleted, fs.df().free_blocks),
+            (0, free),
+            "round {round}: {r:?}"
+        );
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
+/// Every change that needs space waits for a cleaner at work, as writes
+/// do: a create, mkdir, symlink, link and rename on a full filesystem
+/// whose older checkpoints hold dead data succeed once the cleaner has
+/// deleted them. They got NoSpace at once, even while the cleaner was
+/// about to free space.
+#[test]
+fn new_names_out_of_space_wait_for_an_active_cleaner() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fill_up(&fs);
+    // Half of the file rewritten as a hole: its blocks are dead but held
+    // by the older checkpoints until a cleaner deletes them.
+    let size = fs.getattr(f).unwrap().size;
+    fs.fallocate(
+        f,
+        0,
+        size / 2,
+        lfs::fs::FALLOC_FL_PUNCH_HOLE | lfs::fs::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    let r = fs.mkdir(ROOT_INO, b"early", 0o755, 0, 0);
+    assert!(matches!(r, Err(Error::NoSpace)), "without a cleaner: {r:?}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let cleaner = cleaner_thread(&fs, &stop);
+    fs.note_cleaner();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    for i in 0..32u64 {
+        let name = format!("f{i}").into_bytes();
+        let a = fs.create(d, &name, 0o644, 0, 0, 0).unwrap().ino;
+        fs.write(a, 0, &block(i, 1)).unwrap();
+        fs.link(a, ROOT_INO, &name).unwrap();
+        fs.symlink(d, format!("s{i}").as_bytes(), &name, 0, 0)
+            .unwrap();
+        fs.rename(d, &name, d, format!("r{i}").as_bytes(), Default::default())
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    cleaner.join().unwrap();
+    fs.sync().unwrap();
+    let s = fs.stats();
+    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert!(get("space_waits") >= 1, "nothing waited: {s:?}");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
 /// A writer that keeps a filesystem at the edge of full with random
 /// single-block overwrites while a cleaner thread runs passes: every write
 /// succeeds (waiting for space where it must) and no checkpoint ever fails

@@ -479,13 +479,9 @@ impl Fs {
     pub fn lookup(&self, parent: u64, name: &[u8]) -> Result<Attr> {
         self.st().lookup(parent, name)
     }
-    /// Changes attributes (and size); waits for space as
-    /// [`Self::freeing`] says.
+    /// Changes attributes (and size).
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
-        self.freeing(|| {
-            let _pass = self.gate.enter();
-            self.st().setattr(ino, set)
-        })
+        self.change(Space::Frees, |st| st.setattr(ino, set))
     }
     /// Creates a regular file, FIFO, socket or device node.
     pub fn create(
@@ -497,8 +493,9 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().create(parent, name, mode, rdev, uid, gid)
+        self.change(Space::Uses, |st| {
+            st.create(parent, name, mode, rdev, uid, gid)
+        })
     }
     /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
     /// that no unlink comes between them.
@@ -510,16 +507,15 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        let mut st = self.st();
-        let a = st.create(parent, name, mode, 0, uid, gid)?;
-        st.open_file(a.ino);
-        Ok(a)
+        self.change(Space::Uses, |st| {
+            let a = st.create(parent, name, mode, 0, uid, gid)?;
+            st.open_file(a.ino);
+            Ok(a)
+        })
     }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().mkdir(parent, name, mode, uid, gid)
+        self.change(Space::Uses, |st| st.mkdir(parent, name, mode, uid, gid))
     }
     /// Creates a symbolic link.
     pub fn symlink(
@@ -530,8 +526,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().symlink(parent, name, target, uid, gid)
+        self.change(Space::Uses, |st| st.symlink(parent, name, target, uid, gid))
     }
     /// Reads a symbolic link.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
@@ -551,21 +546,13 @@ impl Fs {
         let _pass = self.gate.enter();
         self.st().close_file(ino)
     }
-    /// Removes a name that is not a directory; waits for space as
-    /// [`Self::freeing`] says.
+    /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.freeing(|| {
-            let _pass = self.gate.enter();
-            self.st().unlink(parent, name)
-        })
+        self.change(Space::Frees, |st| st.unlink(parent, name))
     }
-    /// Removes an empty directory; waits for space as [`Self::freeing`]
-    /// says.
+    /// Removes an empty directory.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.freeing(|| {
-            let _pass = self.gate.enter();
-            self.st().rmdir(parent, name)
-        })
+        self.change(Space::Frees, |st| st.rmdir(parent, name))
     }
     /// Renames.
     pub fn rename(
@@ -576,13 +563,13 @@ impl Fs {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rename(parent, name, newparent, newname, flags)
+        self.change(Space::Uses, |st| {
+            st.rename(parent, name, newparent, newname, flags)
+        })
     }
     /// Adds a hard link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().link(ino, newparent, newname)
+        self.change(Space::Uses, |st| st.link(ino, newparent, newname))
     }
 
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
@@ -666,10 +653,7 @@ impl Fs {
         // too (until the checkpoint interval). A segment's worth or more
         // is written at once; less would hardly change what the cleaner
         // sees, and every small checkpoint rewrites DAT blocks.
-        let r = self.waiting_for_space(
-            || self.dirty_segments() >= 1,
-            || self.write_inner(ino, offset, data),
-        );
+        let r = self.waiting_for_space(Space::Uses, || self.write_inner(ino, offset, data));
         if let Ok(n) = r {
             // What was written: a write that meets the largest file size
             // is short.
@@ -682,13 +666,13 @@ impl Fs {
     /// Runs `attempt` (which takes its own pass of the freeze gate, so
     /// that waiting holds none up); out of space while a cleaner is at
     /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
-    /// again at each checkpoint (every pass ends with one), asking for one
-    /// at once when `kick` says so, for up to [`SPACE_WAIT`].
-    fn waiting_for_space<T>(
-        &self,
-        kick: impl Fn() -> bool,
-        attempt: impl Fn() -> Result<T>,
-    ) -> Result<T> {
+    /// again at each checkpoint (every pass ends with one), for up to
+    /// [`SPACE_WAIT`]. Every change that may need space waits so: the
+    /// cleaner, not the caller's timing, decides whether the filesystem is
+    /// full. (Only writes did; a create, mkdir or rename that came while
+    /// the cleaner was behind got ENOSPC at once, and an `rm` of many
+    /// files on a full filesystem failed after a few dozen unlinks.)
+    fn waiting_for_space<T>(&self, space: Space, attempt: impl Fn() -> Result<T>) -> Result<T> {
         let t = Instant::now();
         let mut r = attempt();
         if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
@@ -697,7 +681,20 @@ impl Fs {
                 && t.elapsed() < SPACE_WAIT
                 && self.cleaner_active()
             {
-                if kick() {
+                let kick = match space {
+                    // It frees nothing until a checkpoint records it and
+                    // the cleaner deletes the older checkpoints that still
+                    // hold the blocks: ask for that checkpoint now.
+                    Space::Frees => true,
+                    // Dirty data counts as used until a checkpoint places
+                    // it; before then the cleaner may see clean segments
+                    // enough and wait too (until the checkpoint interval).
+                    // A segment's worth or more is written at once; less
+                    // would hardly change what the cleaner sees, and every
+                    // small checkpoint rewrites DAT blocks.
+                    Space::Uses => self.dirty_segments() >= 1,
+                };
+                if kick {
                     self.timer.kick();
                 }
                 if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
@@ -710,15 +707,13 @@ impl Fs {
         r
     }
 
-    /// [`Self::waiting_for_space`] for a change that frees space (unlink,
-    /// rmdir, truncate): it frees nothing until a checkpoint records it
-    /// and the cleaner deletes the older checkpoints that still hold the
-    /// blocks, so it asks for that checkpoint at once. (Refused at once,
-    /// `rm` of many files on a full filesystem failed with ENOSPC after
-    /// the first few, cleaner or not, once their metadata filled the
-    /// half of the reserve such changes may use.)
-    fn freeing<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
-        self.waiting_for_space(|| true, attempt)
+    /// Applies `f` to the state, with a pass of the freeze gate, waiting
+    /// for space as [`Self::waiting_for_space`] says.
+    fn change<T>(&self, space: Space, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
+        self.waiting_for_space(space, || {
+            let _pass = self.gate.enter();
+            f(&mut self.st())
+        })
     }
 
     /// Dirty blocks not yet placed, in whole segments.
@@ -790,8 +785,12 @@ impl Fs {
     }
     /// fallocate(2).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().fallocate(ino, offset, len, mode)
+        let space = if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            Space::Frees
+        } else {
+            Space::Uses
+        };
+        self.change(space, |st| st.fallocate(ino, offset, len, mode))
     }
     /// getxattr(2).
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
@@ -799,8 +798,7 @@ impl Fs {
     }
     /// setxattr(2).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().setxattr(ino, name, value, flags)
+        self.change(Space::Uses, |st| st.setxattr(ino, name, value, flags))
     }
     /// listxattr(2).
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
@@ -808,8 +806,7 @@ impl Fs {
     }
     /// removexattr(2).
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().removexattr(ino, name)
+        self.change(Space::Frees, |st| st.removexattr(ino, name))
     }
 }
 
@@ -851,7 +848,16 @@ const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 /// `mc_cleaning_interval`, 1 s, when space is short).
 const CLEANER_ACTIVE: Duration = Duration::from_secs(15);
 
-/// Longest a write waits for the cleaner before ENOSPC.
+/// What a change does to the space, for [`Fs::waiting_for_space`].
+#[derive(Debug, Clone, Copy)]
+enum Space {
+    /// It may need more (a write, a new name).
+    Uses,
+    /// It gives space back once recorded and cleaned (unlink, truncate).
+    Frees,
+}
+
+/// Longest a change waits for the cleaner before ENOSPC.
 const SPACE_WAIT: Duration = Duration::from_secs(30);
 
 /// How often a write waiting for space tries again without a checkpoint.
