@@ -16,7 +16,8 @@
 # summary lines.  docs/RELIABILITY.md quotes the figures of the last real
 # run.
 #
-# Environment (long mode; each has the default shown):
+# Environment (long mode; each has the default shown; the bounded mode
+# leaves them to the tests' own defaults unless set):
 #   LFS_CRASH_SEEDS=1000    random crash modes of the crash matrix
 #   LFS_CORRUPT_CASES=20000 corruptions of metadata tried
 #   FUZZ_SECONDS=300        seconds of libFuzzer per fuzz target
@@ -60,12 +61,14 @@ done
 
 find_cargo || die "cargo not found"
 
-export LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-1000}
-export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
-export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
-export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
+# The long mode's sizes; the bounded mode runs what the test command
+# runs (each test's own defaults), unless the environment says otherwise.
 if [ "$long" -eq 1 ]; then
     export LFS_LONG=1
+    export LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-1000}
+    export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
+    export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
+    export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
     fuzz_seconds=${FUZZ_SECONDS:-300}
     profile=(--release)
 else
@@ -153,7 +156,7 @@ mode=long
     echo "| started (UTC) | $started, $((SECONDS - start_all)) s in all |"
     echo "| git | $git_rev, $dirty uncommitted file(s) |"
     echo "| machine | $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r) |"
-    echo "| settings | LFS_CRASH_SEEDS=$LFS_CRASH_SEEDS LFS_CORRUPT_CASES=$LFS_CORRUPT_CASES FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=$LFS_FULL_ROUNDS LFS_KILL_CYCLES=$LFS_KILL_CYCLES |"
+    echo "| settings | LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-default} LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-default} FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-default} LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-default} |"
     echo "| verdict | $([ "$failures" -eq 0 ] && echo "every step passed, nothing lost" || echo "$failures step(s) FAILED") |"
     echo
     printf '%s\n' "${report[@]}"
