@@ -549,7 +549,10 @@ pub(crate) mod tests {
         assert_eq!(sb.segment_of(0), None);
         assert_eq!(sb.segment_of(1 + 127 * 2048), None);
         assert_eq!(sb.reserved_segments(), 7);
-        assert_eq!(reserved_segments(10, 0), 2);
+        assert_eq!(
+            reserved_segments(10, 0),
+            crate::format::MIN_RESERVED_SEGMENTS
+        );
         // Found by fuzzing: must not overflow for any decodable value.
         assert_eq!(reserved_segments(1 << 59, 100), 1 << 59);
     }

@@ -37,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use ops::Source;
+pub use ops::{Source, CHECKPOINT_MARGIN_BLOCKS};
 
 /// The directory-entry type of an st_mode, if it has a known type.
 pub fn file_type_of_mode(mode: u32) -> Option<crate::format::FileType> {
@@ -532,8 +532,7 @@ impl Fs {
     }
     /// Changes attributes (and size).
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().setattr(ino, set)
+        self.change(Space::Frees, |st| st.setattr(ino, set))
     }
     /// Creates a regular file, FIFO, socket or device node.
     pub fn create(
@@ -545,8 +544,9 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().create(parent, name, mode, rdev, uid, gid)
+        self.change(Space::Uses, |st| {
+            st.create(parent, name, mode, rdev, uid, gid)
+        })
     }
     /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
     /// that no unlink comes between them.
@@ -558,16 +558,15 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        let mut st = self.st();
-        let a = st.create(parent, name, mode, 0, uid, gid)?;
-        st.open_file(a.ino);
-        Ok(a)
+        self.change(Space::Uses, |st| {
+            let a = st.create(parent, name, mode, 0, uid, gid)?;
+            st.open_file(a.ino);
+            Ok(a)
+        })
     }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().mkdir(parent, name, mode, uid, gid)
+        self.change(Space::Uses, |st| st.mkdir(parent, name, mode, uid, gid))
     }
     /// Creates a symbolic link.
     pub fn symlink(
@@ -578,8 +577,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().symlink(parent, name, target, uid, gid)
+        self.change(Space::Uses, |st| st.symlink(parent, name, target, uid, gid))
     }
     /// Reads a symbolic link.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
@@ -601,13 +599,11 @@ impl Fs {
     }
     /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().unlink(parent, name)
+        self.change(Space::Frees, |st| st.unlink(parent, name))
     }
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rmdir(parent, name)
+        self.change(Space::Frees, |st| st.rmdir(parent, name))
     }
     /// Renames.
     pub fn rename(
@@ -618,13 +614,13 @@ impl Fs {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rename(parent, name, newparent, newname, flags)
+        self.change(Space::Uses, |st| {
+            st.rename(parent, name, newparent, newname, flags)
+        })
     }
     /// Adds a hard link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().link(ino, newparent, newname)
+        self.change(Space::Uses, |st| st.link(ino, newparent, newname))
     }
 
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
@@ -703,34 +699,72 @@ impl Fs {
     /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
-        let mut r = self.write_inner(ino, offset, data);
+        // The dirty data counts as used until a checkpoint places it;
+        // before then the cleaner may see clean segments enough and wait
+        // too (until the checkpoint interval). A segment's worth or more
+        // is written at once; less would hardly change what the cleaner
+        // sees, and every small checkpoint rewrites DAT blocks.
+        let r = self.waiting_for_space(Space::Uses, || self.write_inner(ino, offset, data));
+        if let Ok(n) = r {
+            // What was written: a write that meets the largest file size
+            // is short.
+            Stats::add(&self.stats.user_bytes, u64::from(n));
+        }
+        self.stats.write_latency.record(t.elapsed());
+        r
+    }
+
+    /// Runs `attempt` (which takes its own pass of the freeze gate, so
+    /// that waiting holds none up); out of space while a cleaner is at
+    /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
+    /// again at each checkpoint (every pass ends with one), for up to
+    /// [`SPACE_WAIT`]. Every change that may need space waits so: the
+    /// cleaner, not the caller's timing, decides whether the filesystem is
+    /// full. (Only writes did; a create, mkdir or rename that came while
+    /// the cleaner was behind got ENOSPC at once, and an `rm` of many
+    /// files on a full filesystem failed after a few dozen unlinks.)
+    fn waiting_for_space<T>(&self, space: Space, attempt: impl Fn() -> Result<T>) -> Result<T> {
+        let t = Instant::now();
+        let mut r = attempt();
         if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
             Stats::add(&self.stats.space_waits, 1);
             while matches!(r, Err(Error::NoSpace))
                 && t.elapsed() < SPACE_WAIT
                 && self.cleaner_active()
             {
-                // The dirty data counts as used until a checkpoint places
-                // it; before then the cleaner may see clean segments
-                // enough and wait too (until the checkpoint interval). A
-                // segment's worth or more is written at once; less would
-                // hardly change what the cleaner sees, and every small
-                // checkpoint rewrites DAT blocks.
-                if self.dirty_segments() >= 1 {
+                let kick = match space {
+                    // It frees nothing until a checkpoint records it and
+                    // the cleaner deletes the older checkpoints that still
+                    // hold the blocks: ask for that checkpoint now.
+                    Space::Frees => true,
+                    // Dirty data counts as used until a checkpoint places
+                    // it; before then the cleaner may see clean segments
+                    // enough and wait too (until the checkpoint interval).
+                    // A segment's worth or more is written at once; less
+                    // would hardly change what the cleaner sees, and every
+                    // small checkpoint rewrites DAT blocks.
+                    Space::Uses => self.dirty_segments() >= 1,
+                };
+                if kick {
                     self.timer.kick();
                 }
                 if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
                     r = Err(Error::ReadOnly(why));
                     break;
                 }
-                r = self.write_inner(ino, offset, data);
+                r = attempt();
             }
         }
-        if r.is_ok() {
-            Stats::add(&self.stats.user_bytes, data.len() as u64);
-        }
-        self.stats.write_latency.record(t.elapsed());
         r
+    }
+
+    /// Applies `f` to the state, with a pass of the freeze gate, waiting
+    /// for space as [`Self::waiting_for_space`] says.
+    fn change<T>(&self, space: Space, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
+        self.waiting_for_space(space, || {
+            let _pass = self.gate.enter();
+            f(&mut self.st())
+        })
     }
 
     /// Dirty blocks not yet placed, in whole segments.
@@ -820,8 +854,12 @@ impl Fs {
     }
     /// fallocate(2).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().fallocate(ino, offset, len, mode)
+        let space = if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            Space::Frees
+        } else {
+            Space::Uses
+        };
+        self.change(space, |st| st.fallocate(ino, offset, len, mode))
     }
     /// getxattr(2).
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
@@ -829,8 +867,7 @@ impl Fs {
     }
     /// setxattr(2).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().setxattr(ino, name, value, flags)
+        self.change(Space::Uses, |st| st.setxattr(ino, name, value, flags))
     }
     /// listxattr(2).
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
@@ -838,8 +875,7 @@ impl Fs {
     }
     /// removexattr(2).
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().removexattr(ino, name)
+        self.change(Space::Frees, |st| st.removexattr(ino, name))
     }
 }
 
@@ -881,7 +917,16 @@ const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 /// `mc_cleaning_interval`, 1 s, when space is short).
 const CLEANER_ACTIVE: Duration = Duration::from_secs(15);
 
-/// Longest a write waits for the cleaner before ENOSPC.
+/// What a change does to the space, for [`Fs::waiting_for_space`].
+#[derive(Debug, Clone, Copy)]
+enum Space {
+    /// It may need more (a write, a new name).
+    Uses,
+    /// It gives space back once recorded and cleaned (unlink, truncate).
+    Frees,
+}
+
+/// Longest a change waits for the cleaner before ENOSPC.
 const SPACE_WAIT: Duration = Duration::from_secs(30);
 
 /// How often a write waiting for space tries again without a checkpoint.

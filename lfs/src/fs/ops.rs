@@ -27,6 +27,11 @@ const NEW_INODE_BLOCKS: u64 = 3;
 const FREEING_CHANGE_BLOCKS: u64 = 4;
 /// Metadata blocks a new name or attribute may add.
 const DIR_CHANGE_BLOCKS: u64 = 2;
+/// Free blocks always kept for the next checkpoint's own metadata
+/// (checkpoint file, segment usage and inode file blocks, super root),
+/// whatever is dirty: statfs(2)'s free blocks are `fsctl df`'s free less
+/// this when nothing is waiting to be written (fsctl(8), df).
+pub const CHECKPOINT_MARGIN_BLOCKS: u64 = 64;
 const S_ISUID: u32 = 0o4000;
 /// The extended attribute holding a file's capabilities (capabilities(7)).
 const SECURITY_CAPABILITY: &[u8] = b"security.capability";
@@ -95,8 +100,12 @@ fn set_a(i: &mut Inode, t: (i64, u32)) {
 /// buffers in order: done before the state lock is taken, for
 /// [`State::write_with`].
 pub(crate) fn whole_blocks(off: u64, data: &[u8], bs: u64) -> Vec<Vec<u8>> {
-    let first = off.div_ceil(bs) * bs;
-    let skip = (first - off) as usize;
+    // (An offset near the end of the u64 range has no whole block; the
+    // write itself is refused.)
+    let Some(first) = off.checked_next_multiple_of(bs) else {
+        return Vec::new();
+    };
+    let skip = usize::try_from(first - off).unwrap_or(usize::MAX);
     data.get(skip..)
         .unwrap_or_default()
         .chunks_exact(bs as usize)
@@ -122,9 +131,21 @@ pub(crate) fn file_type(mode: u32) -> Result<FileType> {
     })
 }
 
+/// True for "." and "..", which every directory has without an entry.
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// Checks a new name, answering as Linux does before a filesystem sees
+/// the call: longer than 255 bytes is NameTooLong; "." and ".." always
+/// exist, so creating or linking either is Exists; a name holding `/` or
+/// NUL, which no path can carry, is InvalidArgument.
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong);
+    }
+    if is_dot(name) {
+        return Err(Error::Exists);
     }
     if !DirEntry::valid_name(name) {
         return Err(Error::InvalidArgument(format!(
@@ -440,6 +461,10 @@ impl State {
     /// Removes a non-directory.
     pub fn unlink(&mut self, parent: u64, name: &[u8]) -> Result<()> {
         self.writable()?;
+        // Both name directories (Linux: EISDIR).
+        if is_dot(name) {
+            return Err(Error::IsDir);
+        }
         let (ino, kind) = self.dir(parent)?.lookup(name).ok_or(Error::NotFound)?;
         if kind == FileType::Directory {
             return Err(Error::IsDir);
@@ -500,9 +525,13 @@ impl State {
         self.attr(ino)
     }
 
-    /// True if `anc` is `ino` or one of its ancestors.
+    /// True if `anc` is directory `ino` or one of its ancestors. The
+    /// chain of parents is followed to the root however long it is (it
+    /// was cut at 4096 levels, so a directory deeper than that could be
+    /// moved into its own subtree, leaving both in a cycle no path
+    /// reaches); a chain longer than the inodes in use is a cycle already.
     fn is_ancestor(&mut self, anc: u64, mut ino: u64) -> Result<bool> {
-        for _ in 0..4096 {
+        for _ in 0..=self.inodes_count {
             if ino == anc {
                 return Ok(true);
             }
@@ -511,7 +540,9 @@ impl State {
             }
             ino = self.inode(ino)?.parent;
         }
-        Ok(false)
+        Err(Error::InvalidArgument(format!(
+            "the parents of directory {ino} do not lead to the root"
+        )))
     }
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
@@ -524,12 +555,17 @@ impl State {
         flags: RenameFlags,
     ) -> Result<()> {
         self.writable()?;
-        check_name(nname)?;
         if flags.noreplace && flags.exchange {
             return Err(Error::InvalidArgument(
                 "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
             ));
         }
+        // "." and ".." can be neither moved nor replaced (Linux: EBUSY,
+        // and EEXIST for a target with RENAME_NOREPLACE).
+        if is_dot(name) || (is_dot(nname) && !flags.noreplace) {
+            return Err(Error::Busy("rename of \".\" or \"..\"".into()));
+        }
+        check_name(nname)?;
         let (sino, skind) = self.dir(p)?.lookup(name).ok_or(Error::NotFound)?;
         let dst = self.dir(np)?.lookup(nname);
         let t = now();
@@ -796,7 +832,7 @@ impl State {
         // filesystem eat the cleaning reserve until one could not be
         // built.
         let all_meta = self.dat.nblocks() + self.dat.nslots() / 256;
-        let overhead = (3 * meta_for).min(all_meta.max(meta_for / 32)) + 64;
+        let overhead = (3 * meta_for).min(all_meta.max(meta_for / 32)) + CHECKPOINT_MARGIN_BLOCKS;
         free.saturating_sub(dirty + overhead)
     }
 
@@ -857,12 +893,16 @@ impl State {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off
-            .checked_add(data.len() as u64)
-            .ok_or(Error::FileTooLarge)?;
-        if end > self.max_bytes() {
+        // Past the largest file size nothing is written; a write that
+        // crosses it writes what fits, as POSIX asks of a write that
+        // meets the file size limit (the kernel's own limit for a FUSE
+        // file is 2^63 - 1, so the engine is the one to enforce this).
+        let max = self.max_bytes();
+        if off >= max {
             return Err(Error::FileTooLarge);
         }
+        let data = &data[..data.len().min((max - off) as usize)];
+        let end = off + data.len() as u64;
         let bs = self.bs as u64;
         let nblocks = end.div_ceil(bs) - off / bs;
         if nblocks > self.avail_blocks() {
@@ -1021,7 +1061,13 @@ impl State {
         if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
             return Err(Error::NotSupported);
         }
+        // As Linux's vfs_fallocate, for every mode: a range past the
+        // largest file size is refused (an allocation set the size past
+        // it).
         let end = off.checked_add(len).ok_or(Error::FileTooLarge)?;
+        if end > self.max_bytes() {
+            return Err(Error::FileTooLarge);
+        }
         if mode & FALLOC_FL_PUNCH_HOLE != 0 {
             if mode & FALLOC_FL_KEEP_SIZE == 0 {
                 return Err(Error::NotSupported);
@@ -1156,13 +1202,15 @@ impl State {
     pub fn statfs(&self) -> StatFs {
         let bps = u64::from(self.sb.blocks_per_segment);
         let total = self.sb.nsegments * bps;
-        let avail = self.avail_blocks();
-        let reserved = self.sb.reserved_segments() * bps;
         let files = total;
         StatFs {
             blocks: total,
-            bfree: avail + reserved.min(total),
-            bavail: avail,
+            // Free space net of what the next checkpoint writes, the
+            // reserve included (it was the reserve plus what ordinary
+            // writes may use, which near full claimed the reserve's
+            // blocks free even when some were in use).
+            bfree: self.avail_blocks_keeping(0),
+            bavail: self.avail_blocks(),
             files,
             ffree: files.saturating_sub(self.inodes_count),
             bsize: self.bs as u32,
@@ -1198,5 +1246,6 @@ mod tests {
         assert_eq!(whole_blocks(0, &data[..16], 8).len(), 2);
         assert!(whole_blocks(3, &data[..4], 8).is_empty());
         assert!(whole_blocks(5, &data[..3], 8).is_empty());
+        assert!(whole_blocks(u64::MAX - 1, &data, 8).is_empty());
     }
 }

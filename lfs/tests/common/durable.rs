@@ -197,6 +197,16 @@ impl Journal {
     }
 }
 
+/// The engine's count of data-sync writes.
+pub fn data_sync_writes(fs: &Fs) -> u64 {
+    fs.stats()
+        .counters
+        .iter()
+        .find(|(n, _)| *n == "data_sync_writes")
+        .map(|&(_, v)| v)
+        .expect("the engine counts data-sync writes")
+}
+
 /// The first path where two trees differ, for a failure message.
 pub fn first_difference(a: &Tree, b: &Tree) -> String {
     let paths: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();

@@ -14,7 +14,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 // What crash.rs and ioerrors.rs use; each test binary uses part of it.
 #[allow(unused_imports)]
-pub use durable::{first_difference, tree, Journal, Tree};
+pub use durable::{data_sync_writes, first_difference, tree, Journal, Tree};
 
 use lfs::blockdev::{BlockDevice, MemDevice};
 use lfs::format::ROOT_INO;
@@ -189,16 +189,6 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         "the cleaning pass did nothing: {rep:?}"
     );
     Ok(())
-}
-
-/// The engine's count of data-sync writes.
-pub fn data_sync_writes(fs: &Fs) -> u64 {
-    fs.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == "data_sync_writes")
-        .map(|&(_, v)| v)
-        .expect("the engine counts data-sync writes")
 }
 
 pub fn long() -> bool {

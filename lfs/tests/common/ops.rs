@@ -446,12 +446,12 @@ impl Run {
                 // A data-sync log makes this file durable alone, a
                 // checkpoint everything; the counters say which.
                 let ino = self.lookup(at).map_or(ROOT_INO, |a| a.ino);
-                let before = (super::data_sync_writes(&fs), fs.cpstat().0);
+                let before = (super::durable::data_sync_writes(&fs), fs.cpstat().0);
                 let r = self.j.datasync(
                     &fs,
                     ino,
                     || fs.fsync(ino, true),
-                    || super::data_sync_writes(&fs) != before.0,
+                    || super::durable::data_sync_writes(&fs) != before.0,
                     || fs.cpstat().0 != before.1,
                 );
                 let keep = self.j.acked.len().saturating_sub(1);
