@@ -454,8 +454,9 @@ const METADATA_FIXED_BLOCKS: u64 = 64;
 
 /// The most metadata (live bytes beyond the files' blocks) `files` files
 /// of `data` bytes may take after checkpoint `cno`: the checkpoint file
-/// (whose blocks stay, entries of deleted checkpoints included: one block
-/// per 12 checkpoints ever made), the DAT entries of the data and of the
+/// (at most a block per 12 checkpoints ever made; blocks whose
+/// checkpoints are all deleted are holes, so usually far less), the DAT
+/// entries of the data and of the
 /// metadata blocks (twice, for slots left by freed blocks), the indirect
 /// blocks, a block per file for its inode record, directory entry and a
 /// partly used indirect block, and the fixed part.

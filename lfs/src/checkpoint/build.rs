@@ -244,14 +244,43 @@ impl State {
         let mut cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
         cp_blocks.extend(self.history.changed().iter().map(|c| c / per_cp));
         cp_blocks.extend(std::mem::take(&mut self.cp_force));
+        // A block of the checkpoint file whose checkpoints are all deleted
+        // becomes a hole (which reads as no checkpoints), not a rewrite:
+        // otherwise the file grew by a block per few dozen checkpoints
+        // ever made. Block 0 (the header) and the new entry's stay.
+        let cp_dead: Vec<(u64, u64)> = cp_blocks
+            .iter()
+            .filter(|&&b| b != 0 && b != new_cno / per_cp)
+            .filter(|&&b| !self.history.any_valid_in(b * per_cp..(b + 1) * per_cp))
+            .map(|&b| (b, self.cp_map.get(b)))
+            .filter(|&(_, a)| a != 0)
+            .collect();
+        for (b, _) in &cp_dead {
+            cp_blocks.remove(b);
+        }
         // Read their current contents before they get new addresses.
         let mut cp_old = std::collections::HashMap::new();
         for &b in &cp_blocks {
             cp_old.insert(b, self.cp_block(b)?);
         }
         let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
-        let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
+        // The holes change their indirect blocks too.
+        let cp_nodes = dirty_nodes_for(
+            &self.cp_map,
+            &cp_blocks
+                .iter()
+                .copied()
+                .chain(cp_dead.iter().map(|&(b, _)| b))
+                .collect(),
+        );
         let mut old_segs: BTreeSet<u64> = BTreeSet::new();
+        for (b, a) in cp_dead {
+            self.cp_map.set(b, 0);
+            if let Some(s) = self.seg_of(a) {
+                self.segs.add_live(s, -1);
+                old_segs.insert(s);
+            }
+        }
         for (map, blocks, nodes) in [
             (&self.dat_map, &dat_blocks, &dat_nodes),
             (&self.cp_map, &cp_blocks, &cp_nodes),

@@ -63,6 +63,11 @@ impl History {
         }
     }
 
+    /// Whether any checkpoint numbered in `range` is valid.
+    pub fn any_valid_in(&self, range: std::ops::Range<u64>) -> bool {
+        self.valid.range(range).next().is_some()
+    }
+
     /// Records a new checkpoint (its entry is written with it).
     pub fn add(&mut self, cno: u64, flags: u32, ctime_ns: u64) {
         self.valid.insert(cno, CpMeta { flags, ctime_ns });
