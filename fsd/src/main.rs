@@ -167,6 +167,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         read_only: flags.read_only,
         checkpoint_interval: config.checkpoint_interval,
         dirty_limit_bytes: config.dirty_limit,
+        space_wait: config.space_wait,
         device: device.display().to_string(),
     };
     let fs = match flags.checkpoint {
@@ -418,19 +419,26 @@ fn reload(
                 current.log_level = new.log_level;
                 applied.push(key);
             }
-            config::KEY_CHECKPOINT_INTERVAL | config::KEY_DIRTY_LIMIT => {
+            config::KEY_CHECKPOINT_INTERVAL | config::KEY_DIRTY_LIMIT | config::KEY_SPACE_WAIT => {
                 current.checkpoint_interval = new.checkpoint_interval;
                 current.dirty_limit = new.dirty_limit;
+                current.space_wait = new.space_wait;
                 applied.push(key);
             }
             _ => restart.push(key),
         }
     }
-    if applied
-        .iter()
-        .any(|k| [config::KEY_CHECKPOINT_INTERVAL, config::KEY_DIRTY_LIMIT].contains(k))
-    {
-        fs.set_options(current.checkpoint_interval, current.dirty_limit);
+    let engine_keys = [
+        config::KEY_CHECKPOINT_INTERVAL,
+        config::KEY_DIRTY_LIMIT,
+        config::KEY_SPACE_WAIT,
+    ];
+    if applied.iter().any(|k| engine_keys.contains(k)) {
+        fs.set_options(
+            current.checkpoint_interval,
+            current.dirty_limit,
+            current.space_wait,
+        );
     }
     info!(
         "reloaded {from}: applied {}; changed but needing a restart: {}",

@@ -78,6 +78,11 @@ fn check_config(c: &Config) {
         c.dirty_limit
     );
     assert!(
+        c.space_wait <= config::MAX_SPACE_WAIT,
+        "accepted space_wait {:?}",
+        c.space_wait
+    );
+    assert!(
         (1..=config::MAX_THREADS).contains(&c.threads),
         "accepted threads {}",
         c.threads

@@ -5,9 +5,9 @@
 //! fsync'd), deletes about half of what is there, and lets cleanerd and
 //! `fsctl clean --once` give the space back; the next round fills it
 //! again. Along the way:
-//! - nothing hangs: every phase has a deadline (out of space, a write
-//!   waits up to 30 s for a cleaner at work before ENOSPC, lfs's
-//!   ARCHITECTURE.md);
+//! - nothing hangs: every phase has a deadline (out of space, a change
+//!   waits for a cleaner at work before ENOSPC: fsd's `space_wait`, set
+//!   to [`SPACE_WAIT_SECS`] here, 30 s by default);
 //! - ENOSPC is the only error, and it comes when the filesystem is full;
 //! - every byte a write acknowledged reads back, on the mount and after
 //!   each remount: the files fsync'd, and the one each writer was
@@ -58,7 +58,12 @@ const CHUNK: usize = 128 << 10;
 const CP_LEN: usize = 256 << 10;
 /// The seed of that file's bytes.
 const CP_SEED: u64 = 0xc0b1;
-/// Longest a fill may take (writes out of space wait up to 30 s each).
+/// fsd's `space_wait` in this test: how long a change out of space waits
+/// for the cleaner. The default, 30 s, made most of the test's time two
+/// such waits at the end of each fill.
+const SPACE_WAIT_SECS: u64 = 5;
+/// Longest a fill may take (changes out of space wait `SPACE_WAIT_SECS`
+/// each).
 const FILL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest cleaning may take to give the deleted space back.
 const CLEAN_TIMEOUT: Duration = Duration::from_secs(120);
@@ -561,8 +566,14 @@ fn fill_delete_clean_refill_rounds_keep_every_byte_and_exact_figures() {
     let rounds = env_usize("LFS_FULL_ROUNDS", ROUNDS);
     let seed = env_usize("LFS_FULL_SEED", 0xf011) as u64;
     let tmp = temp_dir();
+    let conf = tmp.path().join("fsd.toml");
+    fs::write(&conf, format!("space_wait = {SPACE_WAIT_SECS}\n")).unwrap();
+    let fsd_args = [
+        "--config",
+        conf.to_str().expect("temporary paths are UTF-8"),
+    ];
     let (image, mnt, s, mut fsd, mut cleanerd) =
-        serve_with_cleanerd(tmp.path(), "full.img", MKFS_ARGS);
+        serve_with_cleanerd_args(tmp.path(), "full.img", MKFS_ARGS, &fsd_args);
     let g = geometry(&image);
     let src = tmp.path().join("cp-source");
     fs::write(&src, pattern(CP_LEN, CP_SEED)).unwrap();
@@ -629,7 +640,7 @@ fn fill_delete_clean_refill_rounds_keep_every_byte_and_exact_figures() {
         assert_fsck_counts(&image, &g, &rest, &when("after the unmount"));
         // The old guard would unmount the new mount when dropped.
         drop(fsd);
-        fsd = Fsd::start(&image, &mnt, &[]);
+        fsd = Fsd::start(&image, &mnt, &fsd_args);
         verified += verify(&dirs, &files, &when("remounted"));
         fsctl(&["clean", &s, "--resume"]).assert_success();
         assert_reconnects(&cleanerd, &s, before, &when("remounted"));

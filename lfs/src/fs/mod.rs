@@ -186,11 +186,13 @@ impl Fs {
         lock(&self.state)
     }
 
-    /// Changes the checkpoint interval and dirty limit (SIGHUP).
-    pub fn set_options(&self, interval: Duration, dirty_limit: u64) {
+    /// Changes the checkpoint interval, the dirty limit and the wait for
+    /// space (SIGHUP).
+    pub fn set_options(&self, interval: Duration, dirty_limit: u64, space_wait: Duration) {
         let mut o = lock(&self.opts);
         o.checkpoint_interval = interval;
         o.dirty_limit_bytes = dirty_limit;
+        o.space_wait = space_wait;
         self.timer.wake.notify_all();
     }
 
@@ -695,7 +697,7 @@ impl Fs {
 
     /// Writes `data` at `offset`. Out of space while a cleaner is at work
     /// ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), the write
-    /// waits for the passes to free segments, up to [`SPACE_WAIT`], rather
+    /// waits for the passes to free segments, up to the mount's `space_wait` ([`MountOptions`]), rather
     /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
@@ -718,7 +720,7 @@ impl Fs {
     /// that waiting holds none up); out of space while a cleaner is at
     /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
     /// again at each checkpoint (every pass ends with one), for up to
-    /// [`SPACE_WAIT`]. Every change that may need space waits so: the
+    /// the mount's `space_wait`. Every change that may need space waits so: the
     /// cleaner, not the caller's timing, decides whether the filesystem is
     /// full. (Only writes did; a create, mkdir or rename that came while
     /// the cleaner was behind got ENOSPC at once, and an `rm` of many
@@ -726,12 +728,10 @@ impl Fs {
     fn waiting_for_space<T>(&self, space: Space, attempt: impl Fn() -> Result<T>) -> Result<T> {
         let t = Instant::now();
         let mut r = attempt();
-        if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
+        let most = lock(&self.opts).space_wait;
+        if matches!(r, Err(Error::NoSpace)) && !most.is_zero() && self.cleaner_active() {
             Stats::add(&self.stats.space_waits, 1);
-            while matches!(r, Err(Error::NoSpace))
-                && t.elapsed() < SPACE_WAIT
-                && self.cleaner_active()
-            {
+            while matches!(r, Err(Error::NoSpace)) && t.elapsed() < most && self.cleaner_active() {
                 let kick = match space {
                     // It frees nothing until a checkpoint records it and
                     // the cleaner deletes the older checkpoints that still
@@ -925,9 +925,6 @@ enum Space {
     /// It gives space back once recorded and cleaned (unlink, truncate).
     Frees,
 }
-
-/// Longest a change waits for the cleaner before ENOSPC.
-const SPACE_WAIT: Duration = Duration::from_secs(30);
 
 /// How often a write waiting for space tries again without a checkpoint.
 const SPACE_POLL: Duration = Duration::from_millis(200);

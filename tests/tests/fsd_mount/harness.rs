@@ -396,10 +396,20 @@ pub fn serve_with_cleanerd(
     name: &str,
     args: &[&str],
 ) -> (PathBuf, PathBuf, String, Fsd, Cleanerd) {
+    serve_with_cleanerd_args(dir, name, args, &[])
+}
+
+/// [`serve_with_cleanerd`] with `fsd_args` for fsd.
+pub fn serve_with_cleanerd_args(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    fsd_args: &[&str],
+) -> (PathBuf, PathBuf, String, Fsd, Cleanerd) {
     let image = mkfs_with(dir, name, args);
     let mnt = mkdir(dir, "mnt");
     let sock = mnt.with_extension("sock").to_str().unwrap().to_string();
-    let fsd = Fsd::start(&image, &mnt, &[]);
+    let fsd = Fsd::start(&image, &mnt, fsd_args);
     let cleanerd = Cleanerd::start(dir, &sock);
     assert_reconnects(&cleanerd, &sock, 0, "at start");
     (image, mnt, sock, fsd, cleanerd)
