@@ -90,7 +90,6 @@ impl Fs {
         for k in &plan.inflight {
             st.inflight.remove(k);
         }
-        self.note_dirty(&st);
         let blocks: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         Stats::add(&self.stats.data_sync_writes, 1);
         Stats::add(&self.stats.dev_data_bytes, plan.data_blocks * bs);

@@ -80,9 +80,6 @@ pub struct Fs {
     /// Dirty data in bytes as of the last write or checkpoint
     /// ([`Self::note_dirty`]).
     dirty_bytes: std::sync::atomic::AtomicU64,
-    /// File data a checkpoint or data-sync log is writing, in bytes: held
-    /// in memory until it is on the device.
-    inflight_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Fs {
@@ -150,7 +147,6 @@ impl Fs {
         let fs = Arc::new(Fs {
             bs,
             dirty_bytes: Default::default(),
-            inflight_bytes: Default::default(),
             state: Mutex::new(st),
             ckpt: Mutex::new(()),
             reuse: RwLock::new(()),
@@ -331,7 +327,6 @@ impl Fs {
             return Err(e);
         }
         st.inflight.clear();
-        self.note_dirty(&st);
         st.gc_moved.clear();
         st.durable_mods = plan.mods;
         let bsz = st.bs as u64;
@@ -465,27 +460,21 @@ impl Fs {
 
     /// Keeps dirty data bounded without a cliff (seed 002: averages hide
     /// spikes). Above a quarter of the limit the checkpoint thread is woken
-    /// to write in the background. The bands below count the data a
-    /// checkpoint is still writing too, so the limit bounds all the file
-    /// data held in memory. Between half the limit and the limit a
+    /// to write in the background. Between half the limit and the limit a
     /// writer of `len` bytes sleeps `len / bandwidth`, scaled from 0 to 2×
     /// across that band, with the device bandwidth measured by the last
     /// checkpoints: writers slow down smoothly to the speed of the disk
     /// instead of all stopping at once. Above the limit a writer waits for
     /// the checkpoint in flight to finish (never writes one of its own).
     fn throttle(&self, len: usize) -> Result<()> {
-        use std::sync::atomic::Ordering::Relaxed;
         let limit = lock(&self.opts).dirty_limit_bytes;
         // As of the last write or checkpoint: without the state lock, which
         // a throttled writer would otherwise queue on behind every write.
-        let dirty = self.dirty_bytes.load(Relaxed);
+        let dirty = self.dirty_bytes.load(std::sync::atomic::Ordering::Relaxed);
         if dirty <= limit / BACKGROUND_FRACTION {
             return Ok(());
         }
         self.timer.kick();
-        // Data being written is still in memory: it counts against the
-        // limit, which then bounds all the file data fsd holds.
-        let dirty = dirty + self.inflight_bytes.load(Relaxed);
         if dirty <= limit / 2 {
             return Ok(());
         }
@@ -839,10 +828,10 @@ impl Fs {
     /// Records the dirty data for [`Self::throttle`], which reads it
     /// without the state lock.
     fn note_dirty(&self, st: &State) {
-        use std::sync::atomic::Ordering::Relaxed;
-        self.dirty_bytes.store(st.dirty_blocks * self.bs, Relaxed);
-        self.inflight_bytes
-            .store(st.inflight.len() as u64 * self.bs, Relaxed);
+        self.dirty_bytes.store(
+            st.dirty_blocks * self.bs,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
     /// Entries of directory `ino` after `cookie` (0 = start); empty at the end.
     pub fn readdir(&self, ino: u64, cookie: u64) -> Result<Vec<DirItem>> {
