@@ -16,11 +16,14 @@
 # summary lines.  docs/RELIABILITY.md quotes the figures of the last real
 # run.
 #
-# Environment (long mode; each has the default shown):
+# Environment (long mode; each has the default shown; the bounded mode
+# leaves them to the tests' own defaults unless set):
 #   LFS_CRASH_SEEDS=1000    random crash modes of the crash matrix
 #   LFS_CORRUPT_CASES=20000 corruptions of metadata tried
 #   FUZZ_SECONDS=300        seconds of libFuzzer per fuzz target
 #   LFS_FULL_ROUNDS=10      fill / delete / clean / refill rounds
+#                           (LFS_LONG=1 also makes the deep tree of the
+#                           limits test 10,000 levels instead of 2,500)
 #   LFS_KILL_CYCLES=100     kill -9 cycles of fsd and cleanerd
 set -uo pipefail
 
@@ -58,12 +61,14 @@ done
 
 find_cargo || die "cargo not found"
 
-export LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-1000}
-export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
-export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
-export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
+# The long mode's sizes; the bounded mode runs what the test command
+# runs (each test's own defaults), unless the environment says otherwise.
 if [ "$long" -eq 1 ]; then
     export LFS_LONG=1
+    export LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-1000}
+    export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
+    export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
+    export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
     fuzz_seconds=${FUZZ_SECONDS:-300}
     profile=(--release)
 else
@@ -84,6 +89,10 @@ step() {
 t="cargo test ${profile[*]}"
 step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
 step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture && $t -p lfs-e2e --test fsd_ioerror -- --nocapture"
+step corrupt '^corrupt (images|fixtures)' "$t -p lfs --test corrupt -- --nocapture && $t -p lfs --test corrupt_fixtures -- --nocapture"
+step full '^full disk|^limits' "$t -p lfs-e2e --test full_disk -- --nocapture && $t -p lfs --test limits -- --nocapture && $t -p lfs-e2e --test limits -- --nocapture"
+step kill '^process faults' "$t -p lfs-e2e --test process_faults -- --nocapture"
+step access '^access control' "$t -p lfs-e2e --test access -- --nocapture"
 # One fuzzer at a time: the figures are per target, not per machine.
 step fuzz '^  (ok|FAIL) |^==> fuzz smoke run' "FUZZ_SECONDS=$fuzz_seconds FUZZ_JOBS=1 bash fuzz/run-smoke.sh"
 
@@ -147,7 +156,7 @@ mode=long
     echo "| started (UTC) | $started, $((SECONDS - start_all)) s in all |"
     echo "| git | $git_rev, $dirty uncommitted file(s) |"
     echo "| machine | $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r) |"
-    echo "| settings | LFS_CRASH_SEEDS=$LFS_CRASH_SEEDS LFS_CORRUPT_CASES=$LFS_CORRUPT_CASES FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=$LFS_FULL_ROUNDS LFS_KILL_CYCLES=$LFS_KILL_CYCLES |"
+    echo "| settings | LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-default} LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-default} FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-default} LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-default} |"
     echo "| verdict | $([ "$failures" -eq 0 ] && echo "every step passed, nothing lost" || echo "$failures step(s) FAILED") |"
     echo
     printf '%s\n' "${report[@]}"

@@ -891,7 +891,20 @@ def main():
         add("- **Extents per file after W1**: the extent run or its `fsctl dumpseg` walk did not produce a result in this run.")
     add("- **W1 extents from the seed run itself**: seed-workloads.sh deletes W1's files as soon as fio ends, and FUSE has no FIEMAP, "
         "so the extents are counted on a second W1 run whose files are kept (same fio job, later in the same mount).")
-    add("- **Profiles before/after fixes (issue 7 item 4)**: not part of a harness run.")
+    add("")
+    # The profile is a separate, repeatable measurement (instruction
+    # counts, bench/profile.sh), quoted here so that RESULTS.md holds it.
+    prof = os.path.join(root, "bench", "RESULTS-profile.md")
+    add("## Profiles (issue 7 item 4)")
+    add("")
+    if os.path.exists(prof):
+        lines = read(prof, "").splitlines()
+        add(f"From `bench/RESULTS-profile.md` (written by `bench/profile.sh`, not by this run); see docs/BENCHMARKS.md, Profiles, for the off-CPU profiles behind each fix.")
+        add("")
+        for line in lines[1:]:
+            add(line)
+    else:
+        add("No `bench/RESULTS-profile.md`: run `bench/profile.sh` to measure.")
     add("")
     add("Raw data of this run (fio JSON per run, samples, fsd log) stay in the work directory's `results/` until the next run; "
         f"every figure used above is also in `{os.path.basename(base)}.json`.")

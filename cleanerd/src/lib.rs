@@ -15,6 +15,7 @@
 //! * [`sim`]: a model that compares the policies' write amplification.
 //! * [`fake`]: a simulated fsd for tests.
 //! * [`acceptor`]: a stoppable accept loop (control socket, fake).
+//! * [`targets`]: the fuzz entry point over [`config`].
 
 #![forbid(unsafe_code)]
 
@@ -27,4 +28,5 @@ pub mod pass;
 pub mod policy;
 pub mod schedule;
 pub mod sim;
+pub mod targets;
 pub mod units;

@@ -36,6 +36,12 @@ pub const DEFAULT_DIRTY_LIMIT: u64 = lfs::fs::DEFAULT_DIRTY_LIMIT;
 /// Smallest accepted dirty limit: below one MiB every write would stall.
 pub const MIN_DIRTY_LIMIT: u64 = 1 << 20;
 
+/// How long a change that finds no space waits for a cleaner at work: the
+/// engine's own default.
+pub const DEFAULT_SPACE_WAIT: Duration = lfs::fs::DEFAULT_SPACE_WAIT;
+/// Longest accepted wait for space (an hour).
+pub const MAX_SPACE_WAIT: Duration = Duration::from_secs(3600);
+
 /// FUSE request threads. More than the CPU count is useful: a thread
 /// waiting for an fsync's flush serves nothing else meanwhile.
 pub const DEFAULT_THREADS: usize = 4;
@@ -54,6 +60,8 @@ pub const KEY_CHECKPOINT_INTERVAL: &str = "checkpoint_interval";
 /// See [`KEY_CHECKPOINT_INTERVAL`].
 pub const KEY_DIRTY_LIMIT: &str = "dirty_limit";
 /// See [`KEY_CHECKPOINT_INTERVAL`].
+pub const KEY_SPACE_WAIT: &str = "space_wait";
+/// See [`KEY_CHECKPOINT_INTERVAL`].
 pub const KEY_THREADS: &str = "threads";
 /// See [`KEY_CHECKPOINT_INTERVAL`].
 pub const KEY_SOCKET: &str = "socket";
@@ -63,6 +71,7 @@ pub const KEY_LOG_LEVEL: &str = "log_level";
 pub const KEYS: &[&str] = &[
     KEY_CHECKPOINT_INTERVAL,
     KEY_DIRTY_LIMIT,
+    KEY_SPACE_WAIT,
     KEY_THREADS,
     KEY_SOCKET,
     KEY_LOG_LEVEL,
@@ -78,6 +87,8 @@ pub struct Config {
     pub checkpoint_interval: Duration,
     /// Dirty data limit in bytes.
     pub dirty_limit: u64,
+    /// How long a change out of space waits for a cleaner at work.
+    pub space_wait: Duration,
     /// FUSE request threads.
     pub threads: usize,
     /// The control socket path; `None` means the default for the device.
@@ -91,6 +102,7 @@ impl Default for Config {
         Config {
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             dirty_limit: DEFAULT_DIRTY_LIMIT,
+            space_wait: DEFAULT_SPACE_WAIT,
             threads: DEFAULT_THREADS,
             socket: None,
             log_level: DEFAULT_LOG_LEVEL,
@@ -189,6 +201,9 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
                 config.checkpoint_interval = checkpoint_interval(value).map_err(bad)?
             }
             KEY_DIRTY_LIMIT => config.dirty_limit = dirty_limit(value).map_err(bad)?,
+            KEY_SPACE_WAIT => {
+                config.space_wait = seconds(value, Duration::ZERO, MAX_SPACE_WAIT).map_err(bad)?
+            }
             KEY_THREADS => config.threads = threads(value).map_err(bad)?,
             KEY_SOCKET => {
                 let path = PathBuf::from(string(value).map_err(bad)?.to_owned());
@@ -252,6 +267,11 @@ fn string(value: &toml::Value) -> Result<&str, String> {
 }
 
 fn checkpoint_interval(value: &toml::Value) -> Result<Duration, String> {
+    seconds(value, MIN_CHECKPOINT_INTERVAL, MAX_CHECKPOINT_INTERVAL)
+}
+
+/// A number of seconds (integer or decimal) from `min` to `max`.
+fn seconds(value: &toml::Value, min: Duration, max: Duration) -> Result<Duration, String> {
     let secs = match value {
         toml::Value::Integer(n) => *n as f64,
         toml::Value::Float(x) => *x,
@@ -262,10 +282,7 @@ fn checkpoint_interval(value: &toml::Value) -> Result<Duration, String> {
             ))
         }
     };
-    let (min, max) = (
-        MIN_CHECKPOINT_INTERVAL.as_secs_f64(),
-        MAX_CHECKPOINT_INTERVAL.as_secs_f64(),
-    );
+    let (min, max) = (min.as_secs_f64(), max.as_secs_f64());
     if !secs.is_finite() || secs < min || secs > max {
         return Err(format!(
             "{secs} seconds is out of range ({min} to {max} seconds)"
@@ -336,6 +353,9 @@ pub fn diff(old: &Config, new: &Config) -> Changes {
     }
     if old.dirty_limit != new.dirty_limit {
         changed.push(KEY_DIRTY_LIMIT);
+    }
+    if old.space_wait != new.space_wait {
+        changed.push(KEY_SPACE_WAIT);
     }
     if old.threads != new.threads {
         changed.push(KEY_THREADS);

@@ -39,6 +39,7 @@ fn empty_file_gives_defaults() {
     let d = Config::default();
     assert_eq!(d.checkpoint_interval, Duration::from_secs(5));
     assert_eq!(d.dirty_limit, 32 << 20);
+    assert_eq!(d.space_wait, Duration::from_secs(30));
     assert_eq!(d.threads, 4);
     assert_eq!(d.socket, None);
     assert_eq!(d.log_level, LevelFilter::Info);
@@ -218,12 +219,35 @@ fn log_level_errors() {
 }
 
 #[test]
+fn space_wait_accepts_seconds_from_zero_to_an_hour() {
+    assert_eq!(ok("space_wait = 0").space_wait, Duration::ZERO);
+    assert_eq!(
+        ok("space_wait = 2.5").space_wait,
+        Duration::from_millis(2500)
+    );
+    assert_eq!(ok("space_wait = 3600").space_wait, MAX_SPACE_WAIT);
+}
+
+#[test]
+fn space_wait_errors() {
+    assert_err("space_wait = -1", 1, KEY_SPACE_WAIT, "out of range");
+    assert_err("space_wait = 3601", 1, KEY_SPACE_WAIT, "out of range");
+    assert_err("space_wait = nan", 1, KEY_SPACE_WAIT, "out of range");
+    assert_err(
+        "space_wait = \"30s\"",
+        1,
+        KEY_SPACE_WAIT,
+        "must be a number of seconds",
+    );
+}
+
+#[test]
 fn unknown_key_is_named_with_its_line() {
     assert_err(
         "threads = 2\ncheckpoint_intervall = 5\n",
         2,
         "checkpoint_intervall",
-        "unknown key (the keys are checkpoint_interval, dirty_limit, threads, socket, log_level)",
+        "unknown key (the keys are checkpoint_interval, dirty_limit, space_wait, threads, socket, log_level)",
     );
     assert_err("\"quoted\" = 1", 1, "quoted", "unknown key");
     assert_err("a.b = 1", 1, "a", "unknown key");
@@ -249,6 +273,7 @@ fn invalid_toml_names_file_and_line() {
 fn every_key_at_once() {
     let c = ok("checkpoint_interval = 1.5\n\
          dirty_limit = \"8M\"\n\
+         space_wait = 2\n\
          threads = 8\n\
          socket = \"/tmp/x.sock\"\n\
          log_level = \"debug\"\n");
@@ -257,6 +282,7 @@ fn every_key_at_once() {
         Config {
             checkpoint_interval: Duration::from_millis(1500),
             dirty_limit: 8 << 20,
+            space_wait: Duration::from_secs(2),
             threads: 8,
             socket: Some(PathBuf::from("/tmp/x.sock")),
             log_level: LevelFilter::Debug,
@@ -309,11 +335,12 @@ fn diff_names_changed_keys() {
         dirty_limit: 1 << 30,
         log_level: LevelFilter::Debug,
         threads: 9,
+        space_wait: Duration::ZERO,
         ..Config::default()
     };
     assert_eq!(
         diff(&old, &new).changed,
-        vec![KEY_DIRTY_LIMIT, KEY_THREADS, KEY_LOG_LEVEL]
+        vec![KEY_DIRTY_LIMIT, KEY_SPACE_WAIT, KEY_THREADS, KEY_LOG_LEVEL]
     );
     let new = Config {
         checkpoint_interval: Duration::from_secs(1),

@@ -409,6 +409,15 @@ impl Service for FsService {
         let mut more = false;
         for (change, path) in all {
             let path = String::from_utf8_lossy(&path).into_owned();
+            if path.len() > DIFF_PATH_MAX {
+                warn!(
+                    "GET_DIFF {} to {}: a path of {} bytes is longer than the protocol's {DIFF_PATH_MAX}",
+                    r.old_cno,
+                    r.new_cno,
+                    path.len()
+                );
+                return Err(nix::libc::ENAMETOOLONG);
+            }
             if !r.after.is_empty() && path.as_str() <= r.after.as_str() {
                 continue;
             }

@@ -3,10 +3,10 @@
 //!
 //! This file is the thin part: arguments → configuration → engine mount →
 //! FUSE session → final checkpoint. The FUSE adapter is [`fuse`], the
-//! one errno mapping [`errno`], the configuration file [`config`], signal
+//! one errno mapping [`errno`], the configuration file [`config`] (in the
+//! library half, `src/lib.rs`, which the fuzz targets link too), signal
 //! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
 
-mod config;
 mod control;
 mod errno;
 mod fuse;
@@ -25,8 +25,8 @@ use lfs::blockdev::{BlockDevice, DeviceName, OpenOptions};
 use lfs::fs::{Fs, MountOptions};
 use log::{error, info, warn, LevelFilter};
 
-use crate::config::{Config, Source};
 use crate::options::{MountFlags, Overrides};
+use fsd::config::{self, Config, Source};
 
 /// Exit statuses, as documented in fsd(8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,6 +167,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         read_only: flags.read_only,
         checkpoint_interval: config.checkpoint_interval,
         dirty_limit_bytes: config.dirty_limit,
+        space_wait: config.space_wait,
         device: device.display().to_string(),
     };
     let fs = match flags.checkpoint {
@@ -418,19 +419,26 @@ fn reload(
                 current.log_level = new.log_level;
                 applied.push(key);
             }
-            config::KEY_CHECKPOINT_INTERVAL | config::KEY_DIRTY_LIMIT => {
+            config::KEY_CHECKPOINT_INTERVAL | config::KEY_DIRTY_LIMIT | config::KEY_SPACE_WAIT => {
                 current.checkpoint_interval = new.checkpoint_interval;
                 current.dirty_limit = new.dirty_limit;
+                current.space_wait = new.space_wait;
                 applied.push(key);
             }
             _ => restart.push(key),
         }
     }
-    if applied
-        .iter()
-        .any(|k| [config::KEY_CHECKPOINT_INTERVAL, config::KEY_DIRTY_LIMIT].contains(k))
-    {
-        fs.set_options(current.checkpoint_interval, current.dirty_limit);
+    let engine_keys = [
+        config::KEY_CHECKPOINT_INTERVAL,
+        config::KEY_DIRTY_LIMIT,
+        config::KEY_SPACE_WAIT,
+    ];
+    if applied.iter().any(|k| engine_keys.contains(k)) {
+        fs.set_options(
+            current.checkpoint_interval,
+            current.dirty_limit,
+            current.space_wait,
+        );
     }
     info!(
         "reloaded {from}: applied {}; changed but needing a restart: {}",

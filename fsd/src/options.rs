@@ -7,7 +7,7 @@ use anyhow::anyhow;
 use log::LevelFilter;
 use nix::errno::Errno;
 
-use crate::config::Config;
+use fsd::config::Config;
 
 /// The `-o` options fsd knows.
 pub const MOUNT_OPTIONS: &[&str] = &["ro", "rw", "cp=CNO", "allow_other", "default_permissions"];

@@ -6,19 +6,29 @@
 //! cd fuzz && cargo run --example gen_corpus
 //! ```
 //!
+//! Also the seeds of the configuration parsers' targets (`cleanerd_conf`,
+//! `fsd_toml`: the shipped files and hand-written variants) and of the
+//! operation-sequence crash target (`ops_crash`: plans built with
+//! `lfs/tests/common/plan.rs` and run by `ops.rs`, both compiled in here
+//! with `#[path]`).
+//! The control protocol's corpus has its own generator
+//! (`cargo run -p lfs-proto --example gen_corpus`).
+//!
 //! Deterministic: the same lfs writes the same bytes. Files are named
 //! `good-*` (the target must accept them) or `bad-<kind>-*` (it must reject
-//! them with an error of that kind, see `lfs::format::targets::error_kind`);
-//! `lfs/tests/decoders.rs` checks both, and so does this program before
-//! writing. It overwrites the files it writes and leaves every other file
-//! alone (inputs added by hand or found by fuzzing stay).
+//! them with an error of that kind, see `lfs::format::targets::error_kind`
+//! and the `error_kind` of `cleanerd::targets` and `fsd::targets`), or, for
+//! `ops_crash`, `seq-*` (a plan, which must run without a violation);
+//! the tests that run each corpus check the names, and so does this
+//! program before writing. It overwrites the files it writes and leaves
+//! every other file alone (inputs added by hand or found by fuzzing stay).
 
 use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use lfs::blockdev::{BlockDevice, MemDevice};
+use lfs::blockdev::{BlockDevice, CrashMode, MemDevice};
 use lfs::format::targets::{
     self, log_summary_input, meta_block_input, seeded_input, META_KINDS, PARAMS_LEN, SEED_LEN,
 };
@@ -29,6 +39,17 @@ use lfs::format::{
     LOG_FLAG_GC, LOG_HEADER_SIZE, MAX_NAME_LEN, SB_SIZE, SR_SIZE, SU_FLAG_ERROR,
 };
 use lfs::mkfs::{self, MkfsOptions};
+
+// The model and the target of `ops_crash`, shared with lfs's tests.
+#[allow(dead_code)]
+#[path = "../../lfs/tests/common/durable.rs"]
+mod durable;
+#[allow(dead_code)]
+#[path = "../../lfs/tests/common/ops.rs"]
+mod ops;
+#[allow(dead_code)]
+#[path = "../../lfs/tests/common/plan.rs"]
+mod plan;
 
 /// Checksum seed of the generated filesystems.
 const SEED: u32 = 0x5eed_f00d;
@@ -591,22 +612,394 @@ fn meta_blocks(c: &mut Corpus, k1: &Image) {
     );
 }
 
+// The targets beyond the decoders: the configuration parsers and the
+// operation-sequence crash target.
+
+/// cleanerd.conf(5): the shipped file, with its defaults uncommented,
+/// every kind of value, and every kind of error.
+fn cleanerd_confs(c: &mut Corpus) {
+    const T: &str = "cleanerd_conf";
+    let shipped = include_str!("../../conf/cleanerd.conf");
+    c.add(T, "good-shipped", shipped.into());
+    c.add(T, "good-shipped-uncommented", uncommented(shipped).into());
+    c.add(T, "good-empty", Vec::new());
+    c.add(
+        T,
+        "good-units",
+        b"protection_period = \"1.5h\"\nmin_clean_segments = \"64M\"\nmax_clean_segments = \"12.5%\"\n\
+          clean_check_interval = 0.25\nselection_policy = \"declining-cost\"\n\
+          nsegments_per_clean = \"2%\"\nmc_nsegments_per_clean = \"1GiB\"\n\
+          cleaning_interval = \"500ms\"\nmc_cleaning_interval = \"0.1s\"\nretry_interval = \"1d\"\n\
+          min_reclaimable_blocks = \"4K\"\nmc_min_reclaimable_blocks = 0\n\
+          use_set_suinfo = false\nlog_priority = \"NOTICE\"\n"
+            .to_vec(),
+    );
+    for policy in ["timestamp", "greedy", "cost-benefit"] {
+        c.add(
+            T,
+            &format!("good-policy-{policy}"),
+            format!("selection_policy = '{policy}' # quoted literally\n").into(),
+        );
+    }
+    // Parses, but 1% of the largest geometry is more than a pass cleans.
+    c.add(
+        T,
+        "good-resolves-on-some",
+        b"nsegments_per_clean = \"1%\"\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-toml-unterminated",
+        b"protection_period = \"1h\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-toml-duplicate",
+        b"retry_interval = 5\nretry_interval = 6\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-key-misspelt",
+        b"# a typo\nmin_clean_segment = 10\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-key-table",
+        b"[cleaner]\nretry_interval = 5\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-value-negative",
+        b"min_clean_segments = -1\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-value-unit",
+        b"cleaning_interval = \"5 fortnights\"\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-value-min-max",
+        b"max_clean_segments = 10\nmin_clean_segments = 20\n".to_vec(),
+    );
+    c.add(T, "bad-value-type", b"use_set_suinfo = \"yes\"\n".to_vec());
+    c.add(
+        T,
+        "bad-value-policy",
+        b"selection_policy = \"random\"\n".to_vec(),
+    );
+    c.add(
+        T,
+        "bad-value-percent",
+        b"max_clean_segments = \"101%\"\n".to_vec(),
+    );
+    c.add(T, "bad-utf8", b"log_priority = \"\xff\"\n".to_vec());
+}
+
+/// fsd.toml: the shipped file, with its defaults uncommented, every key
+/// in each of its forms, and every kind of error.
+fn fsd_tomls(c: &mut Corpus) {
+    const T: &str = "fsd_toml";
+    let shipped = include_str!("../../conf/fsd.toml");
+    c.add(T, "good-shipped", shipped.into());
+    // The socket's default is a placeholder, not a path to set.
+    let uncommented = uncommented(shipped).replace("socket = \"/run/lfs/NAME.sock\"", "");
+    c.add(T, "good-shipped-uncommented", uncommented.into());
+    c.add(T, "good-empty", Vec::new());
+    c.add(
+        T,
+        "good-every-key",
+        b"checkpoint_interval = 0.5\ndirty_limit = \"256M\"\nthreads = 64\n\
+          socket = \"/run/lfs/x.sock\"\nlog_level = \"TRACE\"\n"
+            .to_vec(),
+    );
+    c.add(
+        T,
+        "good-integers",
+        b"\"checkpoint_interval\" = 86400\ndirty_limit = 1048576 # 1M\n".to_vec(),
+    );
+    c.add(T, "bad-toml-missing-value", b"threads = \n".to_vec());
+    c.add(T, "bad-toml-array", b"threads = [4\n".to_vec());
+    c.add(T, "bad-key-misspelt", b"thread = 4\n".to_vec());
+    c.add(T, "bad-key-table", b"[fsd]\nthreads = 4\n".to_vec());
+    c.add(T, "bad-value-threads", b"threads = 65\n".to_vec());
+    c.add(
+        T,
+        "bad-value-interval",
+        b"checkpoint_interval = 0.05\n".to_vec(),
+    );
+    c.add(T, "bad-value-nan", b"checkpoint_interval = nan\n".to_vec());
+    c.add(T, "bad-value-dirty", b"dirty_limit = \"1K\"\n".to_vec());
+    c.add(
+        T,
+        "bad-value-socket",
+        b"socket = \"relative.sock\"\n".to_vec(),
+    );
+    c.add(T, "bad-value-level", b"log_level = \"loud\"\n".to_vec());
+    c.add(T, "bad-utf8", b"socket = \"/run/\xc3\x28.sock\"\n".to_vec());
+}
+
+/// `text` with every commented-out setting (`#key = value`) set.
+fn uncommented(text: &str) -> String {
+    text.lines()
+        .map(|l| match l.strip_prefix('#') {
+            Some(rest) if rest.contains(" = ") && !rest.starts_with(' ') => rest,
+            _ => l,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Plans for `ops_crash`: a workload like the crash matrix's that runs
+/// every operation, crashed at several points of it under every crash
+/// mode and geometry, and shorter plans aimed at one feature each.
+fn ops_plans(c: &mut Corpus) {
+    const T: &str = "ops_crash";
+    use plan::{At, Op, Plan};
+    let f = At::root;
+    let d = |name| At { dir: 1, name }; // in /a
+    let long = |name| At {
+        dir: 0,
+        name: 4 + name,
+    };
+    let w = |at, offset, len, seed| Op::Write {
+        at,
+        offset,
+        len,
+        seed,
+    };
+    let workload = vec![
+        Op::Create { at: f(1), perm: 0 },
+        w(f(1), 0, 3000, 1),
+        Op::Fsync {
+            at: f(1),
+            datasync: false,
+        },
+        Op::Mkdir { at: f(0) },
+        Op::Create { at: d(2), perm: 3 },
+        w(d(2), 5000, 20_000, 2),
+        w(d(2), 4095, 2, 3),
+        Op::Fsync {
+            at: d(2),
+            datasync: true,
+        },
+        Op::Rename {
+            from: f(1),
+            to: d(3),
+            flags: 0,
+        },
+        Op::Truncate {
+            at: d(2),
+            size: 100,
+        },
+        Op::Sync,
+        Op::Link {
+            from: d(3),
+            to: f(2),
+        },
+        Op::Symlink {
+            at: f(3),
+            target: 1,
+        },
+        Op::Create { at: d(0), perm: 7 },
+        Op::SetXattr {
+            at: f(2),
+            name: 0,
+            len: 4,
+            flags: 1,
+        },
+        Op::SetXattr {
+            at: d(0),
+            name: 2,
+            len: 60,
+            flags: 0,
+        },
+        Op::SetAttr {
+            at: f(2),
+            what: 0,
+            value: 4,
+        },
+        Op::SetAttr {
+            at: d(3),
+            what: 1,
+            value: 5,
+        },
+        Op::SetAttr {
+            at: f(3),
+            what: 2,
+            value: 9,
+        },
+        Op::MakeCheckpoint { snapshot: true },
+        w(d(3), 0, 60_000, 4),
+        Op::Punch {
+            at: d(3),
+            offset: 4096,
+            len: 8192,
+        },
+        Op::Rename {
+            from: f(3),
+            to: d(2),
+            flags: 2,
+        },
+        Op::Rename {
+            from: d(0),
+            to: f(3),
+            flags: 1,
+        },
+        Op::RemoveXattr { at: f(2), name: 0 },
+        Op::Unlink { at: f(3) },
+        Op::Mkdir { at: long(0) },
+        Op::Rmdir { at: long(0) },
+        Op::CheckSnapshot { which: 0 },
+        Op::Sync,
+        Op::Open { at: f(2) },
+        Op::Unlink { at: f(2) },
+        Op::WriteOpen {
+            handle: 0,
+            offset: 100,
+            len: 7000,
+            seed: 5,
+        },
+        Op::MakeCheckpoint { snapshot: false },
+        Op::Close { handle: 0 },
+        Op::Unsnapshot,
+        Op::DeleteCheckpoints,
+        Op::Clean { segments: 2 },
+        Op::Freeze,
+        w(d(2), 1 << 19, 12_345, 6),
+        Op::Remount,
+        Op::SetAttr {
+            at: d(2),
+            what: 3,
+            value: 0,
+        },
+        Op::Fsync {
+            at: d(2),
+            datasync: false,
+        },
+    ];
+    let modes = [
+        ("drop", CrashMode::DropAll),
+        ("keep", CrashMode::KeepAll),
+        ("prefix", CrashMode::KeepPrefix(2)),
+        ("tear", CrashMode::TearLast { sectors: 9 }),
+        ("random", CrashMode::Random { seed: 7 }),
+    ];
+    let plan = |geometry: u8, mode, crash_at, ops: &[Op]| Plan {
+        geometry,
+        mode,
+        crash_at,
+        ops: ops.to_vec(),
+    };
+    let writes = ops::device_writes(&plan(0, modes[0].1, 0, &workload));
+    for (i, (name, mode)) in modes.iter().enumerate() {
+        // Spread over the run, past the mount's own write.
+        let at = (writes * (i as u64 + 1) / 6).max(2);
+        let at = u8::try_from(at).expect("the workload makes under 256 writes");
+        c.add(
+            T,
+            &format!("seq-workload-{name}-w{at}"),
+            plan(i as u8 % 4, *mode, at, &workload).encode(),
+        );
+    }
+    c.add(
+        T,
+        "seq-workload-end",
+        plan(1, modes[4].1, 0, &workload).encode(),
+    );
+    // Sparse files on 1 KiB blocks: the double indirect tree starts 138
+    // KiB in; sub-block writes straddle block edges.
+    let sparse = vec![
+        Op::Create { at: f(0), perm: 0 },
+        w(f(0), 600_000, 3000, 1),
+        w(f(0), 1023, 2, 2),
+        Op::Sync,
+        Op::Punch {
+            at: f(0),
+            offset: 599_000,
+            len: 2500,
+        },
+        Op::Truncate {
+            at: f(0),
+            size: 300_000,
+        },
+        Op::Fsync {
+            at: f(0),
+            datasync: true,
+        },
+        w(f(0), 140_000, 5000, 3),
+        Op::Sync,
+    ];
+    c.add(T, "seq-sparse-1k", plan(1, modes[3].1, 6, &sparse).encode());
+    // A directory grows past a block with long names.
+    let mut names = Vec::new();
+    for n in 0..24 {
+        names.push(Op::Create {
+            at: long(n),
+            perm: n,
+        });
+        if n % 6 == 5 {
+            names.push(Op::Sync);
+        }
+    }
+    names.push(Op::Unlink { at: long(3) });
+    names.push(Op::Sync);
+    c.add(T, "seq-long-names", plan(2, modes[1].1, 5, &names).encode());
+    // A plan of the most operations there can be, so that libFuzzer's
+    // length limit (the longest seed, for a target this slow) lets plans
+    // grow that long.
+    let mixed: Vec<Op> = workload
+        .iter()
+        .chain(&sparse)
+        .chain(&names)
+        .copied()
+        .take(plan::MAX_OPS)
+        .collect();
+    assert_eq!(mixed.len(), plan::MAX_OPS);
+    let half = ops::device_writes(&plan(3, modes[4].1, 0, &mixed)) / 2;
+    let half = u8::try_from(half).expect("under 512 writes");
+    c.add(
+        T,
+        &format!("seq-longest-random-w{half}"),
+        plan(3, CrashMode::Random { seed: 11 }, half, &mixed).encode(),
+    );
+}
+
+/// The verdict of `target` on `data`: accepted, or the kind of its
+/// error. `ops_crash` has none: it passes unless it panics.
+fn verdict(target: &str, data: &[u8]) -> Result<(), String> {
+    match target {
+        "cleanerd_conf" => cleanerd::targets::cleanerd_conf(data)
+            .map_err(|e| cleanerd::targets::error_kind(&e).to_string()),
+        "fsd_toml" => {
+            fsd::targets::fsd_toml(data).map_err(|e| fsd::targets::error_kind(&e).to_string())
+        }
+        "ops_crash" => {
+            ops::ops_crash(data);
+            Ok(())
+        }
+        _ => {
+            let (_, run) = targets::ALL
+                .iter()
+                .find(|(name, _)| *name == target)
+                .unwrap_or_else(|| panic!("no target {target}"));
+            run(data).map_err(|e| targets::error_kind(&e).to_string())
+        }
+    }
+}
+
 /// Checks every input against its name, then writes it.
 fn write(corpus: &Corpus, root: &Path) -> io::Result<usize> {
     let mut n = 0;
     for (target, files) in &corpus.0 {
-        let (_, run) = targets::ALL
-            .iter()
-            .find(|(name, _)| name == target)
-            .unwrap_or_else(|| panic!("no target {target}"));
         let dir = root.join(target);
         fs::create_dir_all(&dir)?;
         for (name, data) in files {
-            match (name.split('-').next(), run(data)) {
-                (Some("good"), Ok(())) => {}
-                (Some("bad"), Err(e)) => {
+            match (name.split('-').next(), verdict(target, data)) {
+                (Some("good" | "seq"), Ok(())) => {}
+                (Some("bad"), Err(kind)) => {
                     let want = name.split('-').nth(1).unwrap_or("");
-                    assert_eq!(targets::error_kind(&e), want, "{target}/{name}: {e}");
+                    assert_eq!(kind, want, "{target}/{name}");
                 }
                 (_, r) => panic!("{target}/{name} decodes to {r:?}"),
             }
@@ -631,7 +1024,11 @@ fn main() -> io::Result<()> {
     seg_usages(&mut c, &k1);
     dir_entries(&mut c);
     meta_blocks(&mut c, &k1);
-    for (name, _) in targets::ALL {
+    cleanerd_confs(&mut c);
+    fsd_tomls(&mut c);
+    ops_plans(&mut c);
+    let names = targets::ALL.iter().map(|(name, _)| *name);
+    for name in names.chain(["cleanerd_conf", "fsd_toml", "ops_crash"]) {
         assert!(c.0.contains_key(name), "no corpus generated for {name}");
     }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("corpus");

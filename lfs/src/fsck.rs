@@ -439,8 +439,9 @@ mod tests {
         let (mut st, _) = State::recover(dev.clone(), false).unwrap();
         damage(&mut st);
         st.mods += 1;
-        let plan = st.build_checkpoint(1, false).unwrap();
+        let mut plan = st.build_checkpoint(1, false).unwrap();
         let bs = st.bs as u64;
+        plan.seal(st.bs, st.seed);
         for run in &plan.runs {
             let s: Vec<std::io::IoSlice<'_>> = run
                 .blocks

@@ -258,6 +258,7 @@ fn initial_superblock(geo: &Geometry, opts: &MkfsOptions) -> Superblock {
         mount_count: 0,
         generation: 1,
         inode_size: format::INODE_SIZE as u32,
+        seq_floor: 0,
     }
 }
 

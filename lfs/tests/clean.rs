@@ -2,7 +2,9 @@
 //! cold log and frees the segments, keeping every byte, every snapshot and
 //! fsck clean; checks refuse what cannot be cleaned.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use lfs::blockdev::{BlockDevice, MemDevice};
@@ -442,6 +444,234 @@ fn a_write_out_of_space_waits_for_an_active_cleaner() {
     fsck_clean(&dev);
 }
 
+/// A cleaner at work, as cleanerd through fsd, until `stop`: it asks for
+/// the segment counts (fsd then notes a cleaner at work) and, short of
+/// clean segments, deletes every older checkpoint and cleans a few
+/// segments.
+/// A cleaner as cleanerd runs one; with `placed`, its passes send every
+/// other victim's survivors to the warm head and have fsd separate
+/// long-lived file data (declining-cost's placement).
+fn cleaner_thread(fs: &Arc<Fs>, stop: &Arc<AtomicBool>, placed: bool) -> JoinHandle<()> {
+    let (fs, stop) = (fs.clone(), stop.clone());
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            // What fsd does when cleanerd polls the segment counts.
+            fs.note_cleaner();
+            let su = fs.sustat();
+            if su.nclean < su.nreserved + 8 {
+                match fs.clean_segments(&[], Duration::ZERO) {
+                    Ok(_) | Err(Error::NoSpace) => {}
+                    Err(e) => panic!("deleting checkpoints: {e}"),
+                }
+                // Several segments a pass, halved when refused, as
+                // cleanerd does: with 64-block segments one alone costs
+                // more in DAT blocks than it frees, and six may not fit
+                // in what is left.
+                for n in [6, 3, 2] {
+                    let v = victims(&fs, n);
+                    let placement = Placement {
+                        warm: if placed {
+                            v.iter().copied().step_by(2).collect()
+                        } else {
+                            Vec::new()
+                        },
+                        separate_writes: placed,
+                    };
+                    match fs.clean_segments_placed(&v, &placement, Duration::ZERO) {
+                        Ok(_) => break,
+                        Err(Error::Again(_)) => {}
+                        Err(e) => panic!("cleaning: {e}"),
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    })
+}
+
+/// Deleting every file of a full filesystem: without a cleaner an
+/// unlink soon fails with NoSpace (freeing changes may use half of the
+/// reserve, the checkpoints that record them rewrite DAT blocks, and
+/// nothing is freed before old checkpoints go); with a cleaner at work every unlink succeeds,
+/// waiting for it where it must, as writes do. They failed as without
+/// one: `rm` of many files on a full filesystem with cleanerd running
+/// gave ENOSPC after a few dozen.
+#[test]
+fn deleting_every_file_of_a_full_filesystem_waits_for_an_active_cleaner() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let top = fs.create(ROOT_INO, b"top", 0o644, 0, 0, 0).unwrap().ino;
+    let mut names = vec![b"top".to_vec()];
+    'fill: for i in 0u64.. {
+        let name = format!("f{i}").into_bytes();
+        let f = match fs.create(ROOT_INO, &name, 0o644, 0, 0, 0) {
+            Ok(a) => a.ino,
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("create {i}: {e}"),
+        };
+        names.push(name);
+        for b in 0..16 {
+            match fs.write(f, b * BS as u64, &block(b, i)) {
+                Ok(_) => {}
+                Err(Error::NoSpace) => break 'fill,
+                Err(e) => panic!("write {i}: {e}"),
+            }
+        }
+        if i % 8 == 7 {
+            fs.sync().unwrap();
+        }
+    }
+    // Then a block at a time, synced, until not even one fits right after
+    // a checkpoint: what the last batch had booked is used up.
+    for b in 0u64.. {
+        fs.sync().unwrap();
+        match fs.write(top, b * BS as u64, &block(b, 0)) {
+            Ok(_) => {}
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("topping up: {e}"),
+        }
+    }
+    let total = names.len();
+    let mut left = names.into_iter();
+    // Each unlink made durable, as fsd's checkpoint timer would between
+    // the unlinks of an `rm`: the checkpoints rewrite the DAT blocks of
+    // the retired entries, and nothing is freed.
+    let refused = left
+        .by_ref()
+        .find_map(|name| match fs.unlink(ROOT_INO, &name) {
+            Ok(()) => {
+                fs.sync().unwrap();
+                None
+            }
+            Err(Error::NoSpace) => Some(name),
+            Err(e) => panic!("unlink without a cleaner: {e}"),
+        });
+    let refused = refused.expect("every unlink on the full filesystem worked without a cleaner");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let cleaner = cleaner_thread(&fs, &stop, false);
+    // The cleaner has asked for the segment counts (its thread may not
+    // have yet).
+    fs.note_cleaner();
+    for name in std::iter::once(refused).chain(left) {
+        if let Err(e) = fs.unlink(ROOT_INO, &name) {
+            panic!(
+                "unlink of {} with a cleaner at work: {e}\n{:?}",
+                String::from_utf8_lossy(&name),
+                fs.sustat()
+            );
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    cleaner.join().unwrap();
+    fs.sync().unwrap();
+    let s = fs.stats();
+    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert!(get("space_waits") >= 1, "no unlink waited: {s:?}");
+    assert_eq!(
+        fs.readdir(ROOT_INO, 0).unwrap().len(),
+        2,
+        "{total} files, not all deleted"
+    );
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
+/// Fills a fresh filesystem: one file written a MiB at a time, each
+/// synced (so older checkpoints hold nothing but metadata), then a block
+/// at a time until not even one fits; returns the file.
+fn fill_up(fs: &Fs) -> u64 {
+    let f = fs.create(ROOT_INO, b"full", 0o644, 0, 0, 0).unwrap().ino;
+    let (mut off, mut chunk) = (0u64, 1u64 << 20);
+    loop {
+        match fs.write(f, off, &vec![7u8; chunk as usize]) {
+            Ok(n) => off += u64::from(n),
+            Err(Error::NoSpace) if chunk > BS as u64 => chunk /= 2,
+            Err(Error::NoSpace) => return f,
+            Err(e) => panic!("write at {off}: {e}"),
+        }
+        fs.sync().unwrap();
+    }
+}
+
+/// A cleaner expiring checkpoints again and again on an idle, full
+/// filesystem uses no space: deleting a checkpoint that keeps nothing
+/// of its own is skipped. Each such deletion needed a checkpoint to
+/// record it, which made its predecessor deletable at the next pass, 5
+/// blocks a round, until the reserve was gone and not even an unlink
+/// was admitted.
+#[test]
+fn expiring_checkpoints_of_an_idle_full_filesystem_uses_no_space() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    fill_up(&fs);
+    fs.clean_segments(&[], Duration::ZERO).unwrap();
+    fs.sync().unwrap();
+    let free = fs.df().free_blocks;
+    for round in 0..20 {
+        let r = fs.clean_segments(&[], Duration::ZERO).unwrap();
+        fs.sync().unwrap();
+        assert_eq!(
+            (r.checkpoints_deleted, fs.df().free_blocks),
+            (0, free),
+            "round {round}: {r:?}"
+        );
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
+/// Every change that needs space waits for a cleaner at work, as writes
+/// do: a create, mkdir, symlink, link and rename on a full filesystem
+/// whose older checkpoints hold dead data succeed once the cleaner has
+/// deleted them. They got NoSpace at once, even while the cleaner was
+/// about to free space.
+#[test]
+fn new_names_out_of_space_wait_for_an_active_cleaner() {
+    let dev = fresh(16 << 20);
+    let fs = mount(&dev);
+    let f = fill_up(&fs);
+    // Half of the file rewritten as a hole: its blocks are dead but held
+    // by the older checkpoints until a cleaner deletes them.
+    let size = fs.getattr(f).unwrap().size;
+    fs.fallocate(
+        f,
+        0,
+        size / 2,
+        lfs::fs::FALLOC_FL_PUNCH_HOLE | lfs::fs::FALLOC_FL_KEEP_SIZE,
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    let r = fs.mkdir(ROOT_INO, b"early", 0o755, 0, 0);
+    assert!(matches!(r, Err(Error::NoSpace)), "without a cleaner: {r:?}");
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let cleaner = cleaner_thread(&fs, &stop, false);
+    fs.note_cleaner();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    for i in 0..32u64 {
+        let name = format!("f{i}").into_bytes();
+        let a = fs.create(d, &name, 0o644, 0, 0, 0).unwrap().ino;
+        fs.write(a, 0, &block(i, 1)).unwrap();
+        fs.link(a, ROOT_INO, &name).unwrap();
+        fs.symlink(d, format!("s{i}").as_bytes(), &name, 0, 0)
+            .unwrap();
+        fs.rename(d, &name, d, format!("r{i}").as_bytes(), Default::default())
+            .unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    cleaner.join().unwrap();
+    fs.sync().unwrap();
+    let s = fs.stats();
+    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert!(get("space_waits") >= 1, "nothing waited: {s:?}");
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
 /// A writer that keeps a filesystem at the edge of full with random
 /// single-block overwrites while a cleaner thread runs passes: every write
 /// succeeds (waiting for space where it must) and no checkpoint ever fails
@@ -487,44 +717,8 @@ fn overwrites_with_a_concurrent_cleaner_placing(every: u64, datasync: bool, plac
     let nblocks = st.bavail * 7 / 10;
     let mut ver = vec![0u64; nblocks as usize];
     fill(&fs, f.ino, nblocks);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let cleaner = {
-        let (fs, stop) = (fs.clone(), stop.clone());
-        std::thread::spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                // What fsd does when cleanerd polls the segment counts.
-                fs.note_cleaner();
-                let su = fs.sustat();
-                if su.nclean < su.nreserved + 8 {
-                    match fs.clean_segments(&[], Duration::ZERO) {
-                        Ok(_) | Err(Error::NoSpace) => {}
-                        Err(e) => panic!("deleting checkpoints: {e}"),
-                    }
-                    // Several segments a pass, halved when refused, as
-                    // cleanerd does: with 64-block segments one alone
-                    // costs more in DAT blocks than it frees, and six may
-                    // not fit in what is left.
-                    for n in [6, 3, 2] {
-                        let v = victims(&fs, n);
-                        let placement = Placement {
-                            warm: if placed {
-                                v.iter().copied().step_by(2).collect()
-                            } else {
-                                Vec::new()
-                            },
-                            separate_writes: placed,
-                        };
-                        match fs.clean_segments_placed(&v, &placement, Duration::ZERO) {
-                            Ok(_) => break,
-                            Err(Error::Again(_)) => {}
-                            Err(e) => panic!("cleaning: {e}"),
-                        }
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-        })
-    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let cleaner = cleaner_thread(&fs, &stop, placed);
     let mut rng = 0x2545_f491_4f6c_dd1d_u64;
     for i in 0..3 * nblocks {
         rng ^= rng << 13;
@@ -549,7 +743,7 @@ fn overwrites_with_a_concurrent_cleaner_placing(every: u64, datasync: bool, plac
             r.unwrap_or_else(|e| panic!("sync after write {i}: {e}"));
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
     cleaner.join().unwrap();
     fs.sync().unwrap();
     verify(&fs, f.ino, nblocks, |b| ver[b as usize], "");

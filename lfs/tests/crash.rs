@@ -35,6 +35,7 @@ fn run(mode: CrashMode, at: Option<u64>) -> (u64, Journal, Result<Tree, String>)
     let mut j = Journal {
         acked: vec![fresh_tree()],
         in_flight: None,
+        in_flight_alt: None,
     };
     if let Ok(fs) = Fs::mount(dev, opts()) {
         let r = workload(&fs, &mut j);

@@ -83,6 +83,7 @@ fn counts() -> (u64, u64, u64) {
     let mut j = Journal {
         acked: vec![fresh_tree()],
         in_flight: None,
+        in_flight_alt: None,
     };
     workload(&fs, &mut j).unwrap();
     fs.unmount().unwrap();
@@ -144,6 +145,7 @@ fn case(kind: Fault, n: u64) -> Outcome {
     let mut j = Journal {
         acked: vec![fresh_tree()],
         in_flight: None,
+        in_flight_alt: None,
     };
     let mut o = opts();
     o.device = name.clone();

@@ -60,7 +60,7 @@ struct Args {
     #[arg(short = 'B', long, value_name = "N", default_value_t = format::DEFAULT_BLOCKS_PER_SEGMENT)]
     blocks_per_segment: u32,
 
-    /// Percentage of segments reserved for the cleaner (0 to 50; at least 2 segments).
+    /// Percentage of segments reserved for the cleaner (0 to 50; at least 4 segments).
     #[arg(short = 'm', long, value_name = "PERCENT", default_value_t = format::DEFAULT_RESERVED_PERCENT)]
     reserved_percent: u32,
 

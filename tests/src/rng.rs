@@ -19,6 +19,16 @@ impl SplitMix64 {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n.max(1) as u64) as usize
     }
+
+    /// `n` random bytes.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        let mut v = Vec::with_capacity(n + 8);
+        while v.len() < n {
+            v.extend_from_slice(&self.next_u64().to_le_bytes());
+        }
+        v.truncate(n);
+        v
+    }
 }
 
 #[cfg(test)]
@@ -31,5 +41,6 @@ mod tests {
         assert_eq!(r.next_u64(), 0x6e78_9e6a_a1b9_65f4);
         assert!(r.below(10) < 10);
         assert_eq!(r.below(0), 0);
+        assert_eq!(r.bytes(13).len(), 13);
     }
 }

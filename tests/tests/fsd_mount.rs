@@ -146,7 +146,9 @@ fn ordinary_programs_work_and_survive_remount() {
 }
 
 /// Requests beyond the everyday ones: xattrs (with size probing), renameat2
-/// flags, FIFOs and sockets, fallocate, O_DIRECT at 512 bytes, access(2).
+/// flags, FIFOs and sockets, fallocate, O_DIRECT at 512 bytes, access(2),
+/// and what a write and a truncation do to set-ID bits and file
+/// capabilities (fsd handles them itself: FUSE_HANDLE_KILLPRIV_V2).
 #[test]
 fn less_common_requests_reach_the_engine() {
     require_tool("python3");
@@ -176,8 +178,30 @@ fn less_common_requests_reach_the_engine() {
     ));
     let script = format!(
         r#"
-import ctypes, errno, os, socket, stat
+import ctypes, errno, os, socket, stat, struct, time
 M = {m:?}
+# A write and a truncation clear set-user-ID, set-group-ID (group execute
+# set) and file capabilities. (Attributes are cached for 1 s: the mode is
+# read after that.)
+c = os.path.join(M, "caps")
+cap = struct.pack("<IIIII", 0x02000001, 1 << 13, 0, 0, 0)
+for change in ("write", "truncate"):
+    with open(c, "w") as fh:
+        fh.write("x")
+    os.chmod(c, 0o6755)
+    os.setxattr(c, "security.capability", cap)
+    assert os.getxattr(c, "security.capability") == cap
+    if change == "write":
+        with open(c, "r+") as fh:
+            fh.write("y")
+    else:
+        os.truncate(c, 0)
+    time.sleep(1.2)
+    assert stat.S_IMODE(os.stat(c).st_mode) == 0o755, (change, oct(os.stat(c).st_mode))
+    try:
+        os.getxattr(c, "security.capability"); raise SystemExit(change + " kept the capabilities")
+    except OSError as e:
+        assert e.errno == errno.ENODATA, e
 f = os.path.join(M, "x")
 open(f, "w").close()
 os.setxattr(f, "user.a", b"hello")

@@ -111,6 +111,7 @@ fn sb_json(sb: &Superblock) -> Value {
         "last_log_block": sb.last_log_block,
         "last_seq": sb.last_seq,
         "last_cno": sb.last_cno,
+        "seq_floor": sb.seq_floor,
         "mount_count": sb.mount_count,
         "generation": sb.generation,
         "crc_seed": sb.crc_seed,
@@ -161,6 +162,7 @@ fn print_text(sb: &Superblock) {
     );
     println!("created             {}", utc(sb.ctime));
     println!("written             {}", utc(sb.wtime));
+    println!("sequence floor      {}", sb.seq_floor);
     println!("mount count         {}", sb.mount_count);
     println!("crc seed            {:#010x}", sb.crc_seed);
 }

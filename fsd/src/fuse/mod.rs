@@ -62,13 +62,18 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// a lookup per entry of `ls -l`; parallel dirops lets lookups and
 /// readdirs in one directory run on several threads (the engine is
 /// `Sync`); async DIO lets one O_DIRECT request become several concurrent
-/// ones; symlinks are immutable, so the kernel may cache their targets.
+/// ones; symlinks are immutable, so the kernel may cache their targets;
+/// with killpriv v2 the engine clears set-ID bits and file capabilities on
+/// write and truncate itself (it always did), and the kernel stops asking
+/// for `security.capability` before every write (a GETXATTR round trip per
+/// write, measured: 1,025 for 1,024 writes).
 const WANTED: &[(InitFlags, &str)] = &[
     (InitFlags::FUSE_DO_READDIRPLUS, "readdirplus"),
     (InitFlags::FUSE_READDIRPLUS_AUTO, "readdirplus_auto"),
     (InitFlags::FUSE_PARALLEL_DIROPS, "parallel_dirops"),
     (InitFlags::FUSE_ASYNC_DIO, "async_dio"),
     (InitFlags::FUSE_CACHE_SYMLINKS, "cache_symlinks"),
+    (InitFlags::FUSE_HANDLE_KILLPRIV_V2, "handle_killpriv_v2"),
 ];
 
 /// Inode numbers pass through unchanged only because these agree.

@@ -25,13 +25,41 @@ use crate::log::layout::{self, Head, Layout};
 use crate::stats::Written;
 use crate::{Error, Result};
 
-/// One contiguous write.
+/// One contiguous write: one log.
 #[derive(Debug)]
 pub struct Run {
     /// First block address.
     pub block: u64,
-    /// The blocks.
+    /// The blocks: the payload (and super root) until [`Run::seal`] puts
+    /// the summary blocks in front.
     pub blocks: Vec<Arc<Vec<u8>>>,
+    /// The log's summary, until sealed.
+    summary: Option<LogSummary>,
+}
+
+impl Run {
+    /// Encodes the summary (checksumming the whole body) in front of the
+    /// payload. Done after the state lock is released: the body checksum
+    /// reads every byte the log writes.
+    pub fn seal(&mut self, bs: usize, seed: u32) {
+        let Some(mut summary) = self.summary.take() else {
+            return;
+        };
+        let refs: Vec<&[u8]> = self.blocks.iter().map(|b| b.as_slice()).collect();
+        let sum = summary.encode(bs, seed, &refs);
+        let mut blocks: Vec<Arc<Vec<u8>>> = sum.chunks(bs).map(|c| Arc::new(c.to_vec())).collect();
+        blocks.append(&mut self.blocks);
+        self.blocks = blocks;
+    }
+}
+
+impl Plan {
+    /// Seals every run ([`Run::seal`]).
+    pub fn seal(&mut self, bs: usize, seed: u32) {
+        for r in &mut self.runs {
+            r.seal(bs, seed);
+        }
+    }
 }
 
 /// What a built checkpoint needs written, and what to do after.
@@ -235,6 +263,20 @@ impl State {
         let mut cp_blocks: BTreeSet<u64> = [0, new_cno / per_cp].into_iter().collect();
         cp_blocks.extend(self.history.changed().iter().map(|c| c / per_cp));
         cp_blocks.extend(std::mem::take(&mut self.cp_force));
+        // A block of the checkpoint file whose checkpoints are all deleted
+        // becomes a hole (which reads as no checkpoints), not a rewrite:
+        // otherwise the file grew by a block per few dozen checkpoints
+        // ever made. Block 0 (the header) and the new entry's stay.
+        let cp_dead: Vec<(u64, u64)> = cp_blocks
+            .iter()
+            .filter(|&&b| b != 0 && b != new_cno / per_cp)
+            .filter(|&&b| !self.history.any_valid_in(b * per_cp..(b + 1) * per_cp))
+            .map(|&b| (b, self.cp_map.get(b)))
+            .filter(|&(_, a)| a != 0)
+            .collect();
+        for (b, _) in &cp_dead {
+            cp_blocks.remove(b);
+        }
         // Read their current contents before they get new addresses.
         let mut cp_old = std::collections::HashMap::new();
         for &b in &cp_blocks {
@@ -242,8 +284,23 @@ impl State {
         }
         let dat_nodes = dirty_nodes_for(&self.dat_map, &dat_blocks);
         let datj_nodes = dirty_nodes_for(&self.datj_map, &datj_blocks);
-        let cp_nodes = dirty_nodes_for(&self.cp_map, &cp_blocks);
+        // The holes change their indirect blocks too.
+        let cp_nodes = dirty_nodes_for(
+            &self.cp_map,
+            &cp_blocks
+                .iter()
+                .copied()
+                .chain(cp_dead.iter().map(|&(b, _)| b))
+                .collect(),
+        );
         let mut old_segs: BTreeSet<u64> = BTreeSet::new();
+        for (b, a) in cp_dead {
+            self.cp_map.set(b, 0);
+            if let Some(s) = self.seg_of(a) {
+                self.segs.add_live(s, -1);
+                old_segs.insert(s);
+            }
+        }
         if datw.merge {
             // The whole journal dies.
             old_segs.extend(
@@ -425,7 +482,6 @@ impl State {
                 now_ns,
                 new_cno,
                 bs,
-                seed,
                 LOG_FLAG_GC,
                 0,
             );
@@ -612,7 +668,7 @@ impl State {
         };
         let all: Vec<Payload> = virt.into_iter().chain(phys_payload).collect();
         let (runs, sr_at) = build_runs(
-            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, seed, 0, 0,
+            &layout, &all, sr_block, first_seq, now_ns, new_cno, bs, 0, 0,
         );
         // The long head's logs are file data and summaries, not the
         // cleaner's.
@@ -950,7 +1006,6 @@ pub(super) fn build_runs(
     now_ns: u64,
     cno: u64,
     bs: usize,
-    seed: u32,
     extra_flags: u16,
     last_flags: u16,
 ) -> (Vec<Run>, u64) {
@@ -973,23 +1028,23 @@ pub(super) fn build_runs(
             } else {
                 0
             };
-        let mut summary = LogSummary {
+        let summary = LogSummary {
             header: LogHeader::new(flags, first_seq + i as u64, now_ns, span.next_seg, cno),
             entries: part.iter().map(|p| p.entry).collect(),
         };
+        debug_assert_eq!(
+            LogHeader::summary_blocks_for(summary.entries.len(), bs) as u64,
+            span.nsummary
+        );
         let mut body: Vec<Arc<Vec<u8>>> = part.iter().map(|p| p.data.clone()).collect();
         if span.super_root {
             body.push(sr_block.clone());
             sr_at = span.start;
         }
-        let refs: Vec<&[u8]> = body.iter().map(|b| b.as_slice()).collect();
-        let sum = summary.encode(bs, seed, &refs);
-        debug_assert_eq!(u64::from(summary.header.nblocks), span.nblocks());
-        let mut blocks: Vec<Arc<Vec<u8>>> = sum.chunks(bs).map(|c| Arc::new(c.to_vec())).collect();
-        blocks.extend(body);
         runs.push(Run {
             block: span.start,
-            blocks,
+            blocks: body,
+            summary: Some(summary),
         });
     }
     (runs, sr_at)

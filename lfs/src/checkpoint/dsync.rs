@@ -241,7 +241,6 @@ impl State {
             now_ns,
             cno,
             bs,
-            self.seed,
             LOG_FLAG_DATA_SYNC,
             LOG_FLAG_SYNC_END,
         );

@@ -63,6 +63,11 @@ impl History {
         }
     }
 
+    /// Whether any checkpoint numbered in `range` is valid.
+    pub fn any_valid_in(&self, range: std::ops::Range<u64>) -> bool {
+        self.valid.range(range).next().is_some()
+    }
+
     /// Records a new checkpoint (its entry is written with it).
     pub fn add(&mut self, cno: u64, flags: u32, ctime_ns: u64) {
         self.valid.insert(cno, CpMeta { flags, ctime_ns });
@@ -296,7 +301,14 @@ impl State {
         loop {
             let mut h = self.history.clone();
             let n = h.delete_older(before_ns, self.cno, limit);
-            if n == 0 {
+            // Checkpoints that keep no block of their own are left for an
+            // expiry that frees something: deleting them gives nothing
+            // back, yet a checkpoint must record it, which makes the one
+            // before it deletable in turn. A cleaner expiring every few
+            // seconds kept that going on an idle filesystem, 5 blocks a
+            // checkpoint, until a full one had used up its reserve and
+            // could not even unlink (docs/RELIABILITY.md, §5).
+            if n == 0 || self.dead_under(&h).is_empty() {
                 return Ok((0, Freed::default()));
             }
             match self.commit_history(h) {

@@ -293,12 +293,8 @@ impl State {
             }
         }
         let mut st = load(dev, sb, &sr)?;
-        // Logs of the discarded tail may lie beyond the chain where the scan
-        // could not see them; fewer than `total_blocks` logs fit on the
-        // device, so skipping that many sequence numbers puts every new log
-        // above any leftover, and the scan (which needs increasing
-        // sequence numbers) never continues into one.
-        st.seq = max_seq + st.sb.total_blocks + 1;
+        st.seq = next_seq(max_seq, st.sb.seq_floor, st.sb.total_blocks);
+        st.sb.seq_floor = st.seq;
         let seg = st.sb.segment_of(l.block).unwrap_or(0);
         st.head = Head {
             seg,
@@ -354,23 +350,61 @@ impl State {
 
     /// Writes the superblock (cursor, state) to the older copy and flushes.
     pub fn write_superblock(&mut self, now: u64) -> Result<()> {
-        self.sb_written_cno = self.sb.last_cno;
+        let w = self.prepare_superblock(now);
+        w.write(self.dev.as_ref())?;
+        self.superblock_written(&w);
+        Ok(())
+    }
+
+    /// The superblock write [`Self::write_superblock`] does, prepared so
+    /// that the caller can do the I/O without the state lock (under the
+    /// checkpoint lock, which every superblock write holds): a flush can
+    /// take long, and every writer would wait behind it.
+    pub(crate) fn prepare_superblock(&mut self, now: u64) -> SuperblockWrite {
         let gen = self.sb_gens[0].max(self.sb_gens[1]) + 1;
         self.sb.generation = gen;
         self.sb.wtime = now;
         let bs = u64::from(self.sb.block_size);
-        let (idx, off) = match self.next_sb_copy() {
+        let (idx, block) = match self.next_sb_copy() {
             crate::inspect::SbCopy::Primary => (0, 0),
-            crate::inspect::SbCopy::Secondary => (1, self.sb.secondary_block() * bs),
+            crate::inspect::SbCopy::Secondary => (1, self.sb.secondary_block()),
         };
-        self.dev
-            .write_all_at(&self.sb.encode(), off)
-            .map_err(|e| Error::io(format!("writing the superblock at block {}", off / bs), e))?;
-        self.dev
-            .flush()
-            .map_err(|e| Error::io(format!("flushing the superblock at block {}", off / bs), e))?;
-        self.sb_gens[idx] = gen;
-        Ok(())
+        SuperblockWrite {
+            bytes: self.sb.encode(),
+            offset: block * bs,
+            block,
+            copy: idx,
+            generation: gen,
+            cno: self.sb.last_cno,
+        }
+    }
+
+    /// Records a superblock write that succeeded.
+    pub(crate) fn superblock_written(&mut self, w: &SuperblockWrite) {
+        self.sb_gens[w.copy] = w.generation;
+        self.sb_written_cno = w.cno;
+    }
+}
+
+/// One superblock copy to write, and what it records.
+#[derive(Debug)]
+pub(crate) struct SuperblockWrite {
+    bytes: Vec<u8>,
+    offset: u64,
+    block: u64,
+    copy: usize,
+    generation: u64,
+    cno: u64,
+}
+
+impl SuperblockWrite {
+    /// Writes the copy and flushes.
+    pub(crate) fn write(&self, dev: &dyn BlockDevice) -> Result<()> {
+        let at = self.block;
+        dev.write_all_at(&self.bytes, self.offset)
+            .map_err(|e| Error::io(format!("writing the superblock at block {at}"), e))?;
+        dev.flush()
+            .map_err(|e| Error::io(format!("flushing the superblock at block {at}"), e))
     }
 }
 
@@ -379,6 +413,27 @@ fn reason(r: &std::result::Result<Superblock, crate::format::DecodeError>) -> St
         Ok(_) => "valid".into(),
         Err(e) => e.to_string(),
     }
+}
+
+/// The first sequence number a mount gives its logs, above every log a
+/// crash may have left beyond the chain, so that the scan (which needs
+/// increasing sequence numbers) never continues into one: `max_seen` is the
+/// highest the scan found, `floor` the first one the last read-write mount
+/// used (the superblock records it before that mount writes a log), and
+/// `total_blocks` bounds how many logs can lie on the device unfinished.
+///
+/// A leftover was written after the last checkpoint that became durable:
+/// if that mount made one durable, the leftover lies within `total_blocks`
+/// of it, so of `max_seen`; if it made none, it lies within `total_blocks`
+/// of that mount's `floor`. Counting from `max_seen` alone (as before the
+/// floor) gave a mount that crashed before its first checkpoint the same
+/// numbers as the next mount: the model test found the next mount's chain
+/// continuing into the crashed one's super root.
+pub(crate) fn next_seq(max_seen: u64, floor: u64, total_blocks: u64) -> u64 {
+    max_seen
+        .max(floor)
+        .saturating_add(total_blocks)
+        .saturating_add(1)
 }
 
 /// Seconds since the epoch.

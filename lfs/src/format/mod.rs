@@ -86,8 +86,13 @@ pub const MIN_SEGMENTS: u64 = 8;
 pub const DEFAULT_RESERVED_PERCENT: u32 = 5;
 /// Most a user can reserve.
 pub const MAX_RESERVED_PERCENT: u32 = 50;
-/// Fewest reserved segments regardless of the percentage.
-pub const MIN_RESERVED_SEGMENTS: u64 = 2;
+/// Fewest reserved segments regardless of the percentage: half of the
+/// reserve is the room changes that free space may use for their
+/// checkpoints, and the other half must hold what cleaning takes, the
+/// cold log's segment and the one after it. With 2 (or 3) a cleaning
+/// pass's cold log took the reserve below the half, and a full
+/// filesystem could no longer delete anything (docs/RELIABILITY.md §5).
+pub const MIN_RESERVED_SEGMENTS: u64 = 4;
 
 /// Block address 0 holds the primary superblock, so 0 never names a data
 /// block: in block maps and DAT entries it means "none" (a hole).

@@ -48,7 +48,7 @@ pub const SB_SIZE: usize = 512;
 /// Bytes of the label field.
 pub const LABEL_LEN: usize = 64;
 const CRC_OFF: usize = 12;
-const USED: usize = 220;
+const USED: usize = 232;
 
 /// Compat features this build knows (none yet).
 pub const FEATURE_COMPAT_KNOWN: u64 = 0;
@@ -156,6 +156,11 @@ pub struct Superblock {
     pub generation: u64,
     /// Size of an inode record.
     pub inode_size: u32,
+    /// The first log sequence number the last read-write mount used (0
+    /// before any such mount, and in a 1.0 superblock): recovery starts
+    /// new logs far enough above it that no log that mount left behind
+    /// unfinished can ever continue the chain (lfs(5), RECOVERY).
+    pub seq_floor: u64,
 }
 
 impl Superblock {
@@ -189,6 +194,8 @@ impl Superblock {
         w.u32(self.mount_count);
         w.u64(self.generation);
         w.u32(self.inode_size);
+        w.u32(0);
+        w.u64(self.seq_floor);
         debug_assert_eq!(w.len(), USED);
         w.zeros(SB_SIZE - USED);
         let crc = crc_seeded(0, w.as_slice(), CRC_OFF);
@@ -283,6 +290,8 @@ impl Superblock {
         if inode_size as usize != super::INODE_SIZE {
             return Err(invalid("inode size", inode_size.into()));
         }
+        r.skip(4)?;
+        let seq_floor = r.u64()?;
         Ok(Superblock {
             version_major,
             version_minor,
@@ -307,6 +316,7 @@ impl Superblock {
             mount_count,
             generation,
             inode_size,
+            seq_floor,
         })
     }
 
@@ -430,6 +440,7 @@ pub(crate) mod tests {
             mount_count: 0,
             generation: 2,
             inode_size: crate::format::INODE_SIZE as u32,
+            seq_floor: 0,
         }
     }
 
@@ -543,7 +554,10 @@ pub(crate) mod tests {
         assert_eq!(sb.segment_of(0), None);
         assert_eq!(sb.segment_of(1 + 127 * 2048), None);
         assert_eq!(sb.reserved_segments(), 7);
-        assert_eq!(reserved_segments(10, 0), 2);
+        assert_eq!(
+            reserved_segments(10, 0),
+            crate::format::MIN_RESERVED_SEGMENTS
+        );
         // Found by fuzzing: must not overflow for any decodable value.
         assert_eq!(reserved_segments(1 << 59, 100), 1 << 59);
     }
@@ -606,6 +620,7 @@ pub(crate) mod tests {
                     mount_count: mc,
                     generation: gen,
                     inode_size: crate::format::INODE_SIZE as u32,
+                    seq_floor: lseq.rotate_left(7) ^ gen,
                 }
             })
     }

@@ -202,16 +202,23 @@ impl BlockMap {
     /// [`Self::set_node`] (or be dropped with [`Self::remove_node`] when
     /// [`Self::node_is_empty`]) before its parent is encoded.
     pub fn take_dirty_nodes(&mut self) -> Vec<NodeId> {
-        let mut out = BTreeSet::new();
+        // The dirty offsets are sorted, so each level's nodes come in
+        // order and a repeat is always the last one seen: no set needed
+        // (a set insert per offset and level was most of a large
+        // sequential checkpoint's build).
+        let mut levels: [Vec<NodeId>; 3] = Default::default();
         for &off in &self.dirty {
-            for level in 1..=3u8 {
+            for (level, nodes) in (1..=3u8).zip(levels.iter_mut()) {
                 if let Some(n) = self.node_for(off, level) {
-                    out.insert(n);
+                    if nodes.last() != Some(&n) {
+                        nodes.push(n);
+                    }
                 }
             }
         }
         self.dirty.clear();
-        out.into_iter().collect()
+        // NodeId orders by level first: bottom-up.
+        levels.concat()
     }
 
     /// The address currently recorded for `id`, 0 if none.
@@ -229,34 +236,44 @@ impl BlockMap {
         self.nodes.remove(&id).unwrap_or(0)
     }
 
-    fn children(&self, id: NodeId) -> Vec<u64> {
+    /// The children of `id` that are mapped, as (slot, address): a range
+    /// of the data or node map, so only what exists is visited (an
+    /// indirect block has hundreds of slots, mostly empty near a file's
+    /// end, and the checkpoint writer visits every dirty one under the
+    /// state lock).
+    fn mapped_children(&self, id: NodeId) -> Box<dyn Iterator<Item = (u64, u64)> + '_> {
         let first = id.index * self.p;
-        (0..self.p)
-            .map(|j| {
-                let child = first + j;
-                if id.level == 1 {
-                    self.get(self.base(id.tree) + child)
-                } else {
-                    self.node_addr(NodeId {
-                        level: id.level - 1,
-                        tree: id.tree,
-                        index: child,
-                    })
-                }
-            })
-            .collect()
+        if id.level == 1 {
+            let base = self.base(id.tree) + first;
+            Box::new(
+                self.data
+                    .range(base..base + self.p)
+                    .map(move |(&o, &a)| (o - base, a)),
+            )
+        } else {
+            let at = |index| NodeId {
+                level: id.level - 1,
+                tree: id.tree,
+                index,
+            };
+            Box::new(
+                self.nodes
+                    .range(at(first)..at(first + self.p))
+                    .map(move |(n, &a)| (n.index - first, a)),
+            )
+        }
     }
 
     /// True if no child of `id` is mapped.
     pub fn node_is_empty(&self, id: NodeId) -> bool {
-        self.children(id).iter().all(|&a| a == 0)
+        self.mapped_children(id).all(|(_, a)| a == 0)
     }
 
     /// Encodes indirect block `id` from its children's current addresses.
     pub fn encode_node(&self, id: NodeId, block_size: usize, seed: u32) -> Vec<u8> {
         let mut b = vec![0u8; block_size];
-        for (j, a) in self.children(id).into_iter().enumerate() {
-            let o = META_HEADER_SIZE + j * NODE_PTR_SIZE;
+        for (j, a) in self.mapped_children(id) {
+            let o = META_HEADER_SIZE + j as usize * NODE_PTR_SIZE;
             b[o..o + NODE_PTR_SIZE].copy_from_slice(&a.to_le_bytes());
         }
         MetaBlockHeader::seal(&mut b, MetaKind::Node, seed);

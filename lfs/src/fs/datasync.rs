@@ -49,7 +49,7 @@ impl Fs {
         }
         inos.sort_unstable();
         let t0 = Instant::now();
-        let plan = match st.build_data_sync(&inos, now_ns()) {
+        let mut plan = match st.build_data_sync(&inos, now_ns()) {
             Ok(Some(p)) => p,
             Ok(None) => {
                 // The log head cannot take it: a checkpoint can.
@@ -62,9 +62,13 @@ impl Fs {
                 return Err(e);
             }
         };
-        let dev = st.dev.clone();
+        self.note_dirty(&st);
+        let (dev, seed) = (st.dev.clone(), st.seed);
         let bs = st.bs as u64;
         drop(st);
+        for r in &mut plan.runs {
+            r.seal(bs as usize, seed);
+        }
         let io = plan
             .runs
             .iter()

@@ -78,50 +78,97 @@ struct Walk<'a> {
     out: Vec<(Change, Vec<u8>)>,
 }
 
+/// Work the walk has left. The walk keeps it on a stack of its own, not
+/// the thread's: recursing once per directory level overflowed the stack
+/// of fsd's control thread on a tree a few thousand directories deep,
+/// and the daemon aborted.
+enum Task {
+    /// A whole subtree, listed as one change.
+    All(Subtree),
+    /// Directory `a` of the old tree against directory `b` of the new one.
+    Dirs { a: u64, b: u64, path: Vec<u8> },
+}
+
+/// An inode of the old (`in_old`) or the new tree and everything below
+/// it, all listed as `change`.
+struct Subtree {
+    in_old: bool,
+    ino: u64,
+    kind: FileType,
+    path: Vec<u8>,
+    change: Change,
+}
+
+impl Subtree {
+    fn task(in_old: bool, ino: u64, kind: FileType, path: Vec<u8>, change: Change) -> Task {
+        Task::All(Subtree {
+            in_old,
+            ino,
+            kind,
+            path,
+            change,
+        })
+    }
+}
+
 impl Walk<'_> {
-    /// Lists `ino` of `fs` and everything below it as `change`.
-    fn all(
-        &mut self,
-        fs: &Fs,
-        ino: u64,
-        kind: FileType,
-        path: Vec<u8>,
-        change: Change,
-    ) -> Result<()> {
-        if kind == FileType::Directory {
-            for (name, (child, k)) in entries(fs, ino)? {
-                self.all(fs, child, k, join(&path, &name), change)?;
+    /// Does `task` and all the work it leads to.
+    fn run(&mut self, task: Task) -> Result<()> {
+        let mut todo = vec![task];
+        while let Some(task) = todo.pop() {
+            match task {
+                Task::All(t) => {
+                    if t.kind == FileType::Directory {
+                        let fs = if t.in_old { self.old } else { self.new };
+                        for (name, (ino, kind)) in entries(fs, t.ino)? {
+                            let path = join(&t.path, &name);
+                            todo.push(Subtree::task(t.in_old, ino, kind, path, t.change));
+                        }
+                    }
+                    self.out.push((t.change, t.path));
+                }
+                Task::Dirs { a, b, path } => self.dirs(a, b, &path, &mut todo)?,
             }
         }
-        self.out.push((change, path));
         Ok(())
     }
 
-    /// Compares directory `a` of the old tree with `b` of the new one.
-    fn dirs(&mut self, a: u64, b: u64, path: &[u8]) -> Result<()> {
+    /// Compares directory `a` of the old tree with `b` of the new one,
+    /// leaving the subtrees to `todo`.
+    fn dirs(&mut self, a: u64, b: u64, path: &[u8], todo: &mut Vec<Task>) -> Result<()> {
         let ea = entries(self.old, a)?;
         let eb = entries(self.new, b)?;
         for (name, &(ia, ka)) in &ea {
             let p = join(path, name);
             match eb.get(name) {
-                None => self.all(self.old, ia, ka, p, Change::Deleted)?,
+                None => todo.push(Subtree::task(true, ia, ka, p, Change::Deleted)),
                 Some(&(ib, kb)) if ib != ia || kb != ka => {
-                    self.all(self.old, ia, ka, p.clone(), Change::Deleted)?;
-                    self.all(self.new, ib, kb, p, Change::Created)?;
+                    todo.push(Subtree::task(true, ia, ka, p.clone(), Change::Deleted));
+                    todo.push(Subtree::task(false, ib, kb, p, Change::Created));
                 }
                 Some(&(ib, _)) => {
                     if !same(&self.old.getattr(ia)?, &self.new.getattr(ib)?) {
                         self.out.push((Change::Modified, p.clone()));
                     }
                     if ka == FileType::Directory {
-                        self.dirs(ia, ib, &p)?;
+                        todo.push(Task::Dirs {
+                            a: ia,
+                            b: ib,
+                            path: p,
+                        });
                     }
                 }
             }
         }
         for (name, &(ib, kb)) in &eb {
             if !ea.contains_key(name) {
-                self.all(self.new, ib, kb, join(path, name), Change::Created)?;
+                todo.push(Subtree::task(
+                    false,
+                    ib,
+                    kb,
+                    join(path, name),
+                    Change::Created,
+                ));
             }
         }
         Ok(())
@@ -145,24 +192,24 @@ pub fn diff(old: &Fs, new: &Fs, path: &[u8]) -> Result<Vec<(Change, Vec<u8>)>> {
         (None, None) => return Err(Error::NotFound),
         (Some(a), None) => {
             let k = kind_of(&old.getattr(a)?);
-            w.all(old, a, k, path, Change::Deleted)?;
+            w.run(Subtree::task(true, a, k, path, Change::Deleted))?;
         }
         (None, Some(b)) => {
             let k = kind_of(&new.getattr(b)?);
-            w.all(new, b, k, path, Change::Created)?;
+            w.run(Subtree::task(false, b, k, path, Change::Created))?;
         }
         (Some(a), Some(b)) => {
             let (aa, ab) = (old.getattr(a)?, new.getattr(b)?);
             let (ka, kb) = (kind_of(&aa), kind_of(&ab));
             if a != b || ka != kb {
-                w.all(old, a, ka, path.clone(), Change::Deleted)?;
-                w.all(new, b, kb, path, Change::Created)?;
+                w.run(Subtree::task(true, a, ka, path.clone(), Change::Deleted))?;
+                w.run(Subtree::task(false, b, kb, path, Change::Created))?;
             } else {
                 if !same(&aa, &ab) {
                     w.out.push((Change::Modified, path.clone()));
                 }
                 if ka == FileType::Directory {
-                    w.dirs(a, b, &path)?;
+                    w.run(Task::Dirs { a, b, path })?;
                 }
             }
         }

@@ -179,7 +179,7 @@ impl Fs {
         if !self.read_only && st.read_only.is_none() && st.sb_written_cno != st.sb.last_cno {
             // The superblock names the checkpoint just written, so a copy
             // of the frozen device mounts it without scanning the log.
-            self.release_freed(&mut st)?;
+            st = self.release_freed(st)?;
         }
         if !self.read_only {
             if let Err(e) = st.dev.flush() {

@@ -37,7 +37,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-pub use ops::Source;
+pub use ops::{Source, CHECKPOINT_MARGIN_BLOCKS};
 
 /// The directory-entry type of an st_mode, if it has a known type.
 pub fn file_type_of_mode(mode: u32) -> Option<crate::format::FileType> {
@@ -75,6 +75,11 @@ pub struct Fs {
     /// For a view of an older checkpoint (`open_checkpoint`): its number,
     /// pinned in the live filesystem until this is dropped.
     pinned: Option<u64>,
+    /// Block size (fixed).
+    bs: u64,
+    /// Dirty data in bytes as of the last write or checkpoint
+    /// ([`Self::note_dirty`]).
+    dirty_bytes: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Fs {
@@ -138,7 +143,10 @@ impl Fs {
         opts: MountOptions,
         pinned: Option<u64>,
     ) -> Result<Arc<Fs>> {
+        let bs = st.bs as u64;
         let fs = Arc::new(Fs {
+            bs,
+            dirty_bytes: Default::default(),
             state: Mutex::new(st),
             ckpt: Mutex::new(()),
             reuse: RwLock::new(()),
@@ -174,11 +182,13 @@ impl Fs {
         lock(&self.state)
     }
 
-    /// Changes the checkpoint interval and dirty limit (SIGHUP).
-    pub fn set_options(&self, interval: Duration, dirty_limit: u64) {
+    /// Changes the checkpoint interval, the dirty limit and the wait for
+    /// space (SIGHUP).
+    pub fn set_options(&self, interval: Duration, dirty_limit: u64, space_wait: Duration) {
         let mut o = lock(&self.opts);
         o.checkpoint_interval = interval;
         o.dirty_limit_bytes = dirty_limit;
+        o.space_wait = space_wait;
         self.timer.wake.notify_all();
     }
 
@@ -193,7 +203,7 @@ impl Fs {
 
     /// Block size.
     pub fn block_size(&self) -> u32 {
-        self.st().bs as u32
+        self.bs as u32
     }
 
     /// Writes a checkpoint if anything changed; returns once it is durable.
@@ -255,12 +265,12 @@ impl Fs {
             u64::from(st.sb.blocks_per_segment),
         );
         if st.segs.npending() > 0 && st.segs.nclean() < low_water(&st) + need {
-            self.release_freed(&mut st)?;
+            st = self.release_freed(st)?;
         }
         let t0 = Instant::now();
         let plan = st.build_checkpoint(now_ns(), minor);
         let built = t0.elapsed();
-        let plan = match plan {
+        let mut plan = match plan {
             Ok(p) => p,
             Err(e) => {
                 let what = format!("checkpoint {} could not be built", st.cno + 1);
@@ -268,9 +278,11 @@ impl Fs {
                 return Err(e);
             }
         };
-        let dev = st.dev.clone();
+        self.note_dirty(&st);
+        let (dev, seed) = (st.dev.clone(), st.seed);
         drop(st);
-        let bs = self.block_size() as u64;
+        let bs = self.bs;
+        plan.seal(bs as usize, seed);
         let io = (|| -> Result<()> {
             for (i, run) in plan.runs.iter().enumerate() {
                 // The cold log is durable before the logs that end in the
@@ -332,7 +344,9 @@ impl Fs {
         if behind >= SB_UPDATE_EVERY
             || (st.segs.npending() > 0 && st.segs.nclean() < low_water(&st))
         {
-            self.release_freed(&mut st)?;
+            drop(self.release_freed(st)?);
+        } else {
+            drop(st);
         }
         let blocks: usize = plan.runs.iter().map(|r| r.blocks.len()).sum();
         let total = t0.elapsed();
@@ -371,16 +385,26 @@ impl Fs {
     }
 
     /// Writes the superblock naming the last durable checkpoint, then lets
-    /// the segments freed up to it be reused.
-    fn release_freed(&self, st: &mut State) -> Result<()> {
-        if let Err(e) = st.write_superblock(crate::checkpoint::recover::now_secs()) {
-            self.stop_writing(st, "the superblock update failed", &e);
+    /// the segments freed up to it be reused. The caller holds the
+    /// checkpoint lock; the state lock is released across the write and
+    /// its flush (taken again, it is returned), so writers do not wait for
+    /// the device (a flush behind the lock stalled every writer).
+    fn release_freed<'a>(&'a self, mut st: MutexGuard<'a, State>) -> Result<MutexGuard<'a, State>> {
+        let w = st.prepare_superblock(crate::checkpoint::recover::now_secs());
+        let dev = st.dev.clone();
+        drop(st);
+        let r = w.write(dev.as_ref());
+        let mut st = self.st();
+        if let Err(e) = r {
+            self.stop_writing(&mut st, "the superblock update failed", &e);
             return Err(e);
         }
+        st.superblock_written(&w);
         let _w = self.reuse.write().unwrap_or_else(|p| p.into_inner());
         st.segs.release_pending();
         st.reuse_epoch += 1;
-        Ok(())
+        drop(_w);
+        Ok(st)
     }
 
     /// Final checkpoint, superblock marked clean, timer stopped. Further
@@ -440,10 +464,9 @@ impl Fs {
     /// the checkpoint in flight to finish (never writes one of its own).
     fn throttle(&self, len: usize) -> Result<()> {
         let limit = lock(&self.opts).dirty_limit_bytes;
-        let dirty = {
-            let st = self.st();
-            st.dirty_blocks * st.bs as u64
-        };
+        // As of the last write or checkpoint: without the state lock, which
+        // a throttled writer would otherwise queue on behind every write.
+        let dirty = self.dirty_bytes.load(std::sync::atomic::Ordering::Relaxed);
         if dirty <= limit / BACKGROUND_FRACTION {
             return Ok(());
         }
@@ -496,8 +519,7 @@ impl Fs {
     }
     /// Changes attributes (and size).
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().setattr(ino, set)
+        self.change(Space::Frees, |st| st.setattr(ino, set))
     }
     /// Creates a regular file, FIFO, socket or device node.
     pub fn create(
@@ -509,8 +531,9 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().create(parent, name, mode, rdev, uid, gid)
+        self.change(Space::Uses, |st| {
+            st.create(parent, name, mode, rdev, uid, gid)
+        })
     }
     /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
     /// that no unlink comes between them.
@@ -522,16 +545,15 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        let mut st = self.st();
-        let a = st.create(parent, name, mode, 0, uid, gid)?;
-        st.open_file(a.ino);
-        Ok(a)
+        self.change(Space::Uses, |st| {
+            let a = st.create(parent, name, mode, 0, uid, gid)?;
+            st.open_file(a.ino);
+            Ok(a)
+        })
     }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().mkdir(parent, name, mode, uid, gid)
+        self.change(Space::Uses, |st| st.mkdir(parent, name, mode, uid, gid))
     }
     /// Creates a symbolic link.
     pub fn symlink(
@@ -542,8 +564,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().symlink(parent, name, target, uid, gid)
+        self.change(Space::Uses, |st| st.symlink(parent, name, target, uid, gid))
     }
     /// Reads a symbolic link.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
@@ -565,13 +586,11 @@ impl Fs {
     }
     /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().unlink(parent, name)
+        self.change(Space::Frees, |st| st.unlink(parent, name))
     }
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rmdir(parent, name)
+        self.change(Space::Frees, |st| st.rmdir(parent, name))
     }
     /// Renames.
     pub fn rename(
@@ -582,13 +601,13 @@ impl Fs {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().rename(parent, name, newparent, newname, flags)
+        self.change(Space::Uses, |st| {
+            st.rename(parent, name, newparent, newname, flags)
+        })
     }
     /// Adds a hard link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        let _pass = self.gate.enter();
-        self.st().link(ino, newparent, newname)
+        self.change(Space::Uses, |st| st.link(ino, newparent, newname))
     }
 
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
@@ -663,38 +682,74 @@ impl Fs {
 
     /// Writes `data` at `offset`. Out of space while a cleaner is at work
     /// ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), the write
-    /// waits for the passes to free segments, up to [`SPACE_WAIT`], rather
+    /// waits for the passes to free segments, up to the mount's `space_wait` ([`MountOptions`]), rather
     /// than fail with ENOSPC that a second later would not have happened.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
-        let mut r = self.write_inner(ino, offset, data);
-        if matches!(r, Err(Error::NoSpace)) && self.cleaner_active() {
+        // The dirty data counts as used until a checkpoint places it;
+        // before then the cleaner may see clean segments enough and wait
+        // too (until the checkpoint interval). A segment's worth or more
+        // is written at once; less would hardly change what the cleaner
+        // sees, and every small checkpoint rewrites DAT blocks.
+        let r = self.waiting_for_space(Space::Uses, || self.write_inner(ino, offset, data));
+        if let Ok(n) = r {
+            // What was written: a write that meets the largest file size
+            // is short.
+            Stats::add(&self.stats.user_bytes, u64::from(n));
+        }
+        self.stats.write_latency.record(t.elapsed());
+        r
+    }
+
+    /// Runs `attempt` (which takes its own pass of the freeze gate, so
+    /// that waiting holds none up); out of space while a cleaner is at
+    /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
+    /// again at each checkpoint (every pass ends with one), for up to
+    /// the mount's `space_wait`. Every change that may need space waits so: the
+    /// cleaner, not the caller's timing, decides whether the filesystem is
+    /// full. (Only writes did; a create, mkdir or rename that came while
+    /// the cleaner was behind got ENOSPC at once, and an `rm` of many
+    /// files on a full filesystem failed after a few dozen unlinks.)
+    fn waiting_for_space<T>(&self, space: Space, attempt: impl Fn() -> Result<T>) -> Result<T> {
+        let t = Instant::now();
+        let mut r = attempt();
+        let most = lock(&self.opts).space_wait;
+        if matches!(r, Err(Error::NoSpace)) && !most.is_zero() && self.cleaner_active() {
             Stats::add(&self.stats.space_waits, 1);
-            while matches!(r, Err(Error::NoSpace))
-                && t.elapsed() < SPACE_WAIT
-                && self.cleaner_active()
-            {
-                // The dirty data counts as used until a checkpoint places
-                // it; before then the cleaner may see clean segments
-                // enough and wait too (until the checkpoint interval). A
-                // segment's worth or more is written at once; less would
-                // hardly change what the cleaner sees, and every small
-                // checkpoint rewrites DAT blocks.
-                if self.dirty_segments() >= 1 {
+            while matches!(r, Err(Error::NoSpace)) && t.elapsed() < most && self.cleaner_active() {
+                let kick = match space {
+                    // It frees nothing until a checkpoint records it and
+                    // the cleaner deletes the older checkpoints that still
+                    // hold the blocks: ask for that checkpoint now.
+                    Space::Frees => true,
+                    // Dirty data counts as used until a checkpoint places
+                    // it; before then the cleaner may see clean segments
+                    // enough and wait too (until the checkpoint interval).
+                    // A segment's worth or more is written at once; less
+                    // would hardly change what the cleaner sees, and every
+                    // small checkpoint rewrites DAT blocks.
+                    Space::Uses => self.dirty_segments() >= 1,
+                };
+                if kick {
                     self.timer.kick();
                 }
                 if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
                     r = Err(Error::ReadOnly(why));
                     break;
                 }
-                r = self.write_inner(ino, offset, data);
+                r = attempt();
             }
         }
-        if r.is_ok() {
-            Stats::add(&self.stats.user_bytes, data.len() as u64);
-        }
-        self.stats.write_latency.record(t.elapsed());
         r
+    }
+
+    /// Applies `f` to the state, with a pass of the freeze gate, waiting
+    /// for space as [`Self::waiting_for_space`] says.
+    fn change<T>(&self, space: Space, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
+        self.waiting_for_space(space, || {
+            let _pass = self.gate.enter();
+            f(&mut self.st())
+        })
     }
 
     /// Dirty blocks not yet placed, in whole segments.
@@ -732,10 +787,17 @@ impl Fs {
         // no pass, so it never holds up a freeze.
         let _pass = self.gate.enter();
         self.throttle(data.len())?;
+        // Whole blocks are cut into their buffers before the state lock is
+        // taken: the copies and allocations are most of a large write's
+        // work, and under the lock they serialised every writer (16 % of
+        // W1's context switches were waits for it).
+        let whole = ops::whole_blocks(offset, data, self.bs);
         let mut st = self.st();
         let reads = st.write_reads(ino, offset, data.len())?;
         if reads.is_empty() {
-            return st.write(ino, offset, data);
+            let r = st.write_with(ino, offset, data, &mut Default::default(), whole);
+            self.note_dirty(&st);
+            return r;
         }
         // Read the partially overwritten blocks without the state lock (as
         // `read` does); `write_with` uses them only if they are still what
@@ -754,7 +816,18 @@ impl Fs {
             // A segment may have been reused since the read: trust nothing.
             got.clear();
         }
-        st.write_with(ino, offset, data, &mut got)
+        let r = st.write_with(ino, offset, data, &mut got, whole);
+        self.note_dirty(&st);
+        r
+    }
+
+    /// Records the dirty data for [`Self::throttle`], which reads it
+    /// without the state lock.
+    fn note_dirty(&self, st: &State) {
+        self.dirty_bytes.store(
+            st.dirty_blocks * self.bs,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
     /// Entries of directory `ino` after `cookie` (0 = start); empty at the end.
     pub fn readdir(&self, ino: u64, cookie: u64) -> Result<Vec<DirItem>> {
@@ -766,8 +839,12 @@ impl Fs {
     }
     /// fallocate(2).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().fallocate(ino, offset, len, mode)
+        let space = if mode & FALLOC_FL_PUNCH_HOLE != 0 {
+            Space::Frees
+        } else {
+            Space::Uses
+        };
+        self.change(space, |st| st.fallocate(ino, offset, len, mode))
     }
     /// getxattr(2).
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
@@ -775,8 +852,7 @@ impl Fs {
     }
     /// setxattr(2).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().setxattr(ino, name, value, flags)
+        self.change(Space::Uses, |st| st.setxattr(ino, name, value, flags))
     }
     /// listxattr(2).
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
@@ -784,8 +860,7 @@ impl Fs {
     }
     /// removexattr(2).
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        let _pass = self.gate.enter();
-        self.st().removexattr(ino, name)
+        self.change(Space::Frees, |st| st.removexattr(ino, name))
     }
 }
 
@@ -827,8 +902,14 @@ const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 /// `mc_cleaning_interval`, 1 s, when space is short).
 const CLEANER_ACTIVE: Duration = Duration::from_secs(15);
 
-/// Longest a write waits for the cleaner before ENOSPC.
-const SPACE_WAIT: Duration = Duration::from_secs(30);
+/// What a change does to the space, for [`Fs::waiting_for_space`].
+#[derive(Debug, Clone, Copy)]
+enum Space {
+    /// It may need more (a write, a new name).
+    Uses,
+    /// It gives space back once recorded and cleaned (unlink, truncate).
+    Frees,
+}
 
 /// How often a write waiting for space tries again without a checkpoint.
 const SPACE_POLL: Duration = Duration::from_millis(200);

@@ -27,7 +27,14 @@ const NEW_INODE_BLOCKS: u64 = 3;
 const FREEING_CHANGE_BLOCKS: u64 = 4;
 /// Metadata blocks a new name or attribute may add.
 const DIR_CHANGE_BLOCKS: u64 = 2;
+/// Free blocks always kept for the next checkpoint's own metadata
+/// (checkpoint file, segment usage and inode file blocks, super root),
+/// whatever is dirty: statfs(2)'s free blocks are `fsctl df`'s free less
+/// this when nothing is waiting to be written (fsctl(8), df).
+pub const CHECKPOINT_MARGIN_BLOCKS: u64 = 64;
 const S_ISUID: u32 = 0o4000;
+/// The extended attribute holding a file's capabilities (capabilities(7)).
+const SECURITY_CAPABILITY: &[u8] = b"security.capability";
 const S_ISGID: u32 = 0o2000;
 const S_IXGRP: u32 = 0o0010;
 
@@ -89,6 +96,23 @@ fn set_a(i: &mut Inode, t: (i64, u32)) {
     i.nsec[0] = t.1;
 }
 
+/// The blocks a write of `data` at `off` covers whole, copied into block
+/// buffers in order: done before the state lock is taken, for
+/// [`State::write_with`].
+pub(crate) fn whole_blocks(off: u64, data: &[u8], bs: u64) -> Vec<Vec<u8>> {
+    // (An offset near the end of the u64 range has no whole block; the
+    // write itself is refused.)
+    let Some(first) = off.checked_next_multiple_of(bs) else {
+        return Vec::new();
+    };
+    let skip = usize::try_from(first - off).unwrap_or(usize::MAX);
+    data.get(skip..)
+        .unwrap_or_default()
+        .chunks_exact(bs as usize)
+        .map(<[u8]>::to_vec)
+        .collect()
+}
+
 /// The directory-entry type of a mode.
 pub(crate) fn file_type(mode: u32) -> Result<FileType> {
     Ok(match mode & S_IFMT {
@@ -107,9 +131,21 @@ pub(crate) fn file_type(mode: u32) -> Result<FileType> {
     })
 }
 
+/// True for "." and "..", which every directory has without an entry.
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+/// Checks a new name, answering as Linux does before a filesystem sees
+/// the call: longer than 255 bytes is NameTooLong; "." and ".." always
+/// exist, so creating or linking either is Exists; a name holding `/` or
+/// NUL, which no path can carry, is InvalidArgument.
 fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > MAX_NAME_LEN {
         return Err(Error::NameTooLong);
+    }
+    if is_dot(name) {
+        return Err(Error::Exists);
     }
     if !DirEntry::valid_name(name) {
         return Err(Error::InvalidArgument(format!(
@@ -425,6 +461,10 @@ impl State {
     /// Removes a non-directory.
     pub fn unlink(&mut self, parent: u64, name: &[u8]) -> Result<()> {
         self.writable()?;
+        // Both name directories (Linux: EISDIR).
+        if is_dot(name) {
+            return Err(Error::IsDir);
+        }
         let (ino, kind) = self.dir(parent)?.lookup(name).ok_or(Error::NotFound)?;
         if kind == FileType::Directory {
             return Err(Error::IsDir);
@@ -485,9 +525,13 @@ impl State {
         self.attr(ino)
     }
 
-    /// True if `anc` is `ino` or one of its ancestors.
+    /// True if `anc` is directory `ino` or one of its ancestors. The
+    /// chain of parents is followed to the root however long it is (it
+    /// was cut at 4096 levels, so a directory deeper than that could be
+    /// moved into its own subtree, leaving both in a cycle no path
+    /// reaches); a chain longer than the inodes in use is a cycle already.
     fn is_ancestor(&mut self, anc: u64, mut ino: u64) -> Result<bool> {
-        for _ in 0..4096 {
+        for _ in 0..=self.inodes_count {
             if ino == anc {
                 return Ok(true);
             }
@@ -496,7 +540,9 @@ impl State {
             }
             ino = self.inode(ino)?.parent;
         }
-        Ok(false)
+        Err(Error::InvalidArgument(format!(
+            "the parents of directory {ino} do not lead to the root"
+        )))
     }
 
     /// rename(2), with RENAME_NOREPLACE and RENAME_EXCHANGE.
@@ -509,12 +555,17 @@ impl State {
         flags: RenameFlags,
     ) -> Result<()> {
         self.writable()?;
-        check_name(nname)?;
         if flags.noreplace && flags.exchange {
             return Err(Error::InvalidArgument(
                 "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
             ));
         }
+        // "." and ".." can be neither moved nor replaced (Linux: EBUSY,
+        // and EEXIST for a target with RENAME_NOREPLACE).
+        if is_dot(name) || (is_dot(nname) && !flags.noreplace) {
+            return Err(Error::Busy("rename of \".\" or \"..\"".into()));
+        }
+        check_name(nname)?;
         let (sino, skind) = self.dir(p)?.lookup(name).ok_or(Error::NotFound)?;
         let dst = self.dir(np)?.lookup(nname);
         let t = now();
@@ -784,14 +835,16 @@ impl State {
         // full filesystem eat the cleaning reserve until one could not be
         // built.
         let indirect = meta_for.min(self.dat.nslots() / 256 + 1);
-        let overhead =
-            indirect + self.dat.cost_of_changes(4 * meta_for) + self.dat.merge_booking() + 64;
+        let overhead = indirect
+            + self.dat.cost_of_changes(4 * meta_for)
+            + self.dat.merge_booking()
+            + CHECKPOINT_MARGIN_BLOCKS;
         free.saturating_sub(dirty + overhead)
     }
 
     /// Writes `data` at `off` into `ino`.
     pub fn write(&mut self, ino: u64, off: u64, data: &[u8]) -> Result<u32> {
-        self.write_with(ino, off, data, &mut HashMap::new())
+        self.write_with(ino, off, data, &mut HashMap::new(), Vec::new())
     }
 
     /// The device blocks a write of `len` bytes at `off` must read first:
@@ -827,13 +880,16 @@ impl State {
 
     /// [`Self::write`], taking partially overwritten blocks from `read`
     /// (block offset → (physical block it was read from, contents)) when
-    /// they are still exactly that block on the device.
+    /// they are still exactly that block on the device, and the blocks the
+    /// write covers whole from `whole` ([`whole_blocks`], in order) if
+    /// given.
     pub fn write_with(
         &mut self,
         ino: u64,
         off: u64,
         data: &[u8],
         read: &mut HashMap<u64, (u64, Vec<u8>)>,
+        whole: Vec<Vec<u8>>,
     ) -> Result<u32> {
         self.writable()?;
         let mut i = self.inode(ino)?;
@@ -843,28 +899,39 @@ impl State {
         if data.is_empty() {
             return Ok(0);
         }
-        let end = off
-            .checked_add(data.len() as u64)
-            .ok_or(Error::FileTooLarge)?;
-        if end > self.max_bytes() {
+        // Past the largest file size nothing is written; a write that
+        // crosses it writes what fits, as POSIX asks of a write that
+        // meets the file size limit (the kernel's own limit for a FUSE
+        // file is 2^63 - 1, so the engine is the one to enforce this).
+        let max = self.max_bytes();
+        if off >= max {
             return Err(Error::FileTooLarge);
         }
+        let data = &data[..data.len().min((max - off) as usize)];
+        let end = off + data.len() as u64;
         let bs = self.bs as u64;
         let nblocks = end.div_ceil(bs) - off / bs;
         if nblocks > self.avail_blocks() {
             return Err(Error::NoSpace);
         }
+        let mut whole = whole.into_iter();
         let mut pos = off;
         while pos < end {
             let b = pos / bs;
             let in_block = (pos % bs) as usize;
             let n = ((bs as usize) - in_block).min((end - pos) as usize);
             let src = &data[(pos - off) as usize..(pos - off) as usize + n];
+            if n == bs as usize {
+                let blk = whole.next().unwrap_or_else(|| src.to_vec());
+                if self.node(ino)?.dirty.insert(b, blk).is_none() {
+                    self.dirty_blocks += 1;
+                }
+                pos += n as u64;
+                continue;
+            }
             let exists = self.node(ino)?.dirty.contains_key(&b);
             if !exists {
-                let base = if n == bs as usize {
-                    src.to_vec()
-                } else if b * bs >= i.size {
+                let base = if b * bs >= i.size {
                     vec![0u8; bs as usize]
                 } else if let Some(pre) = read
                     .remove(&b)
@@ -885,16 +952,39 @@ impl State {
         i.size = i.size.max(end);
         set_m(&mut i, t);
         set_c(&mut i, t);
-        if i.mode & (S_ISUID | S_ISGID) != 0 && i.mode & S_IFMT == S_IFREG {
-            // Writing clears set-ID bits (the kernel asks us when it does
-            // not do it itself).
-            i.mode &= !S_ISUID;
-            if i.mode & S_IXGRP != 0 {
-                i.mode &= !S_ISGID;
-            }
-        }
+        self.kill_privs(ino, &mut i)?;
         self.put_inode(i)?;
         Ok(data.len() as u32)
+    }
+
+    /// What a write or a truncation does to the privileges a regular file
+    /// carries: set-user-ID goes, set-group-ID when it means "set group
+    /// ID on execution" (group execute set), and file capabilities
+    /// (`security.capability`). The kernel leaves this to the filesystem
+    /// (fsd asks for FUSE_HANDLE_KILLPRIV_V2, which spares a GETXATTR
+    /// round trip per write); the engine does it for every caller, where
+    /// Linux spares one holding CAP_FSETID.
+    fn kill_privs(&mut self, ino: u64, i: &mut Inode) -> Result<()> {
+        if i.mode & S_IFMT != S_IFREG {
+            return Ok(());
+        }
+        i.mode &= !S_ISUID;
+        if i.mode & S_IXGRP != 0 {
+            i.mode &= !S_ISGID;
+        }
+        let loaded = self.nodes.get(&ino).and_then(|n| n.xattrs.as_ref());
+        let may_have = match loaded {
+            Some(x) => x.contains_key(SECURITY_CAPABILITY),
+            None => i.xattr_block != 0,
+        };
+        if may_have && self.xattrs(ino)?.remove(SECURITY_CAPABILITY).is_some() {
+            let n = self.node(ino)?;
+            if !n.xattr_dirty {
+                n.xattr_dirty = true;
+                self.dirty_blocks += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Zeroes bytes `[from, to)` of block `b` of `ino` (a partial block).
@@ -962,6 +1052,7 @@ impl State {
         i.size = size;
         set_m(&mut i, t);
         set_c(&mut i, t);
+        self.kill_privs(ino, &mut i)?;
         self.put_inode(i)
     }
 
@@ -976,7 +1067,13 @@ impl State {
         if mode & !(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) != 0 {
             return Err(Error::NotSupported);
         }
+        // As Linux's vfs_fallocate, for every mode: a range past the
+        // largest file size is refused (an allocation set the size past
+        // it).
         let end = off.checked_add(len).ok_or(Error::FileTooLarge)?;
+        if end > self.max_bytes() {
+            return Err(Error::FileTooLarge);
+        }
         if mode & FALLOC_FL_PUNCH_HOLE != 0 {
             if mode & FALLOC_FL_KEEP_SIZE == 0 {
                 return Err(Error::NotSupported);
@@ -1111,13 +1208,15 @@ impl State {
     pub fn statfs(&self) -> StatFs {
         let bps = u64::from(self.sb.blocks_per_segment);
         let total = self.sb.nsegments * bps;
-        let avail = self.avail_blocks();
-        let reserved = self.sb.reserved_segments() * bps;
         let files = total;
         StatFs {
             blocks: total,
-            bfree: avail + reserved.min(total),
-            bavail: avail,
+            // Free space net of what the next checkpoint writes, the
+            // reserve included (it was the reserve plus what ordinary
+            // writes may use, which near full claimed the reserve's
+            // blocks free even when some were in use).
+            bfree: self.avail_blocks_keeping(0),
+            bavail: self.avail_blocks(),
             files,
             ffree: files.saturating_sub(self.inodes_count),
             bsize: self.bs as u32,
@@ -1135,4 +1234,24 @@ pub enum Source {
     Dev(u64),
     /// A hole.
     Zero,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_blocks;
+
+    #[test]
+    fn whole_blocks_are_the_fully_covered_ones_in_order() {
+        let data: Vec<u8> = (0..40u8).collect();
+        // Blocks of 8: the write covers bytes 3..43, so blocks 1 to 4
+        // (bytes 8..40) whole, 0 and 5 in part.
+        let w = whole_blocks(3, &data, 8);
+        assert_eq!(w.len(), 4);
+        assert_eq!(w[0], (5..13u8).collect::<Vec<_>>());
+        assert_eq!(w[3], (29..37u8).collect::<Vec<_>>());
+        assert_eq!(whole_blocks(0, &data[..16], 8).len(), 2);
+        assert!(whole_blocks(3, &data[..4], 8).is_empty());
+        assert!(whole_blocks(5, &data[..3], 8).is_empty());
+        assert!(whole_blocks(u64::MAX - 1, &data, 8).is_empty());
+    }
 }

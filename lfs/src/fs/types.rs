@@ -13,6 +13,9 @@ pub struct MountOptions {
     pub checkpoint_interval: Duration,
     /// Dirty data above which writers wait for a checkpoint.
     pub dirty_limit_bytes: u64,
+    /// How long a change that finds no space waits for a cleaner at work
+    /// before it gets NoSpace (zero: at once).
+    pub space_wait: Duration,
     /// The device's name (its path), for the engine's log lines.
     pub device: String,
 }
@@ -23,6 +26,11 @@ pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 /// checkpoint a writer may wait for is short (32 MiB is about a tenth of a
 /// second of a disk's sequential bandwidth), large enough to batch.
 pub const DEFAULT_DIRTY_LIMIT: u64 = 32 << 20;
+/// Default wait of a change out of space for a cleaner at work: long enough
+/// for a cleaner between passes (cleanerd's default `mc_cleaning_interval`
+/// is 1 s, its `clean_check_interval` 10 s) to free segments, short enough
+/// that a full filesystem answers ENOSPC in human time.
+pub const DEFAULT_SPACE_WAIT: Duration = Duration::from_secs(30);
 
 impl Default for MountOptions {
     fn default() -> Self {
@@ -30,6 +38,7 @@ impl Default for MountOptions {
             read_only: false,
             checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             dirty_limit_bytes: DEFAULT_DIRTY_LIMIT,
+            space_wait: DEFAULT_SPACE_WAIT,
             device: "the device".into(),
         }
     }

@@ -1,15 +1,23 @@
 //! The scripted workload the crash matrix (crash.rs) and the I/O error
-//! tests (ioerrors.rs) run, the tree a user can observe, and the journal
-//! of the states the workload made durable.
+//! tests (ioerrors.rs) run; the tree a user can observe and the journal
+//! of the states the workload made durable are in [`durable`], the
+//! operation-sequence crash target in [`ops`] and [`plan`].
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+pub mod durable;
+pub mod ops;
+pub mod plan;
+
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
+// What crash.rs and ioerrors.rs use; each test binary uses part of it.
+#[allow(unused_imports)]
+pub use durable::{data_sync_writes, first_difference, tree, Journal, Tree};
+
 use lfs::blockdev::{BlockDevice, MemDevice};
-use lfs::format::{FileType, ROOT_INO};
+use lfs::format::ROOT_INO;
 use lfs::fs::{
     Fs, MountOptions, RenameFlags, SetAttr, TimeSet, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE,
     XATTR_CREATE,
@@ -18,25 +26,6 @@ use lfs::mkfs::{format, MkfsOptions};
 
 pub const DEV_LEN: u64 = 12 << 20;
 pub const S_IFIFO: u32 = 0o010000;
-
-/// Everything a user can observe of one name, as it must survive a crash.
-/// The inode number is in it so hard links must still share an inode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub ino: u64,
-    pub kind: FileType,
-    pub mode: u32,
-    pub uid: u32,
-    pub gid: u32,
-    pub nlink: u32,
-    pub mtime_ns: u128,
-    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
-    /// A regular file's bytes, a symlink's target, empty otherwise.
-    pub data: Vec<u8>,
-}
-
-/// path → what is there.
-pub type Tree = BTreeMap<String, Entry>;
 
 pub fn image() -> Vec<u8> {
     let dev = MemDevice::new(DEV_LEN);
@@ -62,114 +51,10 @@ pub fn fresh_tree() -> Tree {
     tree(&Fs::mount(dev, opts()).unwrap()).unwrap()
 }
 
-pub fn entry(fs: &Fs, ino: u64, kind: FileType) -> lfs::Result<Entry> {
-    let a = fs.getattr(ino)?;
-    let mut xattrs = BTreeMap::new();
-    for name in fs.listxattr(ino)? {
-        let v = fs.getxattr(ino, &name)?;
-        xattrs.insert(name, v);
-    }
-    let data = match kind {
-        FileType::Regular => fs.read(ino, 0, a.size as u32 + 1)?,
-        FileType::Symlink => fs.readlink(ino)?,
-        _ => Vec::new(),
-    };
-    Ok(Entry {
-        ino,
-        kind,
-        mode: a.mode,
-        uid: a.uid,
-        gid: a.gid,
-        nlink: a.nlink,
-        mtime_ns: a
-            .mtime
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-        xattrs,
-        data,
-    })
-}
-
-pub fn walk(fs: &Fs, ino: u64, prefix: &str, out: &mut Tree) -> lfs::Result<()> {
-    let mut cookie = 0;
-    loop {
-        let batch = fs.readdir(ino, cookie)?;
-        let Some(last) = batch.last() else { break };
-        cookie = last.cookie;
-        for e in batch {
-            if e.name == b"." || e.name == b".." {
-                continue;
-            }
-            let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
-            out.insert(path.clone(), entry(fs, e.ino, e.kind)?);
-            if e.kind == FileType::Directory {
-                walk(fs, e.ino, &path, out)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-pub fn tree(fs: &Fs) -> lfs::Result<Tree> {
-    let mut t = Tree::new();
-    t.insert("/".into(), entry(fs, ROOT_INO, FileType::Directory)?);
-    walk(fs, ROOT_INO, "", &mut t)?;
-    Ok(t)
-}
-
 pub fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_mul(31).wrapping_add((i % 253) as u8))
         .collect()
-}
-
-/// The states a crash may recover: every acknowledged one, and the one an
-/// fsync, sync, checkpoint or cleaning pass was making durable when the
-/// crash hit it.
-pub struct Journal {
-    pub acked: Vec<Tree>,
-    pub in_flight: Option<Tree>,
-}
-
-impl Journal {
-    /// Runs `op`, which must not change the tree but makes it durable.
-    pub fn durable<T>(&mut self, fs: &Fs, op: impl FnOnce() -> lfs::Result<T>) -> lfs::Result<T> {
-        self.in_flight = Some(tree(fs)?);
-        let r = op()?;
-        self.acked.extend(self.in_flight.take());
-        Ok(r)
-    }
-
-    /// Runs `op`, an fdatasync of `ino` that makes only that file's data,
-    /// size and times durable: the state it makes durable is the last
-    /// acknowledged one with that file's bytes and mtime as they are now.
-    pub fn file_durable(
-        &mut self,
-        fs: &Fs,
-        ino: u64,
-        op: impl FnOnce() -> lfs::Result<()>,
-    ) -> lfs::Result<()> {
-        let now = tree(fs)?;
-        let cur = now
-            .values()
-            .find(|e| e.ino == ino)
-            .expect("the file is in the tree")
-            .clone();
-        let mut next = self.acked.last().expect("a state is acknowledged").clone();
-        for e in next.values_mut().filter(|e| e.ino == ino) {
-            e.data = cur.data.clone();
-            e.mtime_ns = cur.mtime_ns;
-        }
-        self.in_flight = Some(next);
-        op()?;
-        self.acked.extend(self.in_flight.take());
-        Ok(())
-    }
-
-    /// Whether `rec` is a state this crash may recover.
-    pub fn allows(&self, rec: &Tree) -> bool {
-        self.acked.last() == Some(rec) || self.in_flight.as_ref() == Some(rec)
-    }
 }
 
 /// Runs the workload, recording each state as it is made durable. Stops
@@ -319,49 +204,6 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         "the cleaning pass did nothing: {rep:?}"
     );
     Ok(())
-}
-
-/// The engine's count of data-sync writes.
-pub fn data_sync_writes(fs: &Fs) -> u64 {
-    fs.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == "data_sync_writes")
-        .map(|&(_, v)| v)
-        .expect("the engine counts data-sync writes")
-}
-
-/// The first path where two trees differ, for a failure message.
-pub fn first_difference(a: &Tree, b: &Tree) -> String {
-    let paths: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    for p in paths {
-        if a.get(p) != b.get(p) {
-            let show = |e: Option<&Entry>| match e {
-                None => "absent".to_string(),
-                Some(e) => format!(
-                    "{:?} ino {} mode {:o} {}:{} nlink {} mtime {} xattrs {:?} {} bytes",
-                    e.kind,
-                    e.ino,
-                    e.mode,
-                    e.uid,
-                    e.gid,
-                    e.nlink,
-                    e.mtime_ns,
-                    e.xattrs
-                        .keys()
-                        .map(|k| String::from_utf8_lossy(k))
-                        .collect::<Vec<_>>(),
-                    e.data.len()
-                ),
-            };
-            return format!(
-                "{p}: recovered {} / expected {}",
-                show(a.get(p)),
-                show(b.get(p))
-            );
-        }
-    }
-    "no difference".into()
 }
 
 pub fn long() -> bool {

@@ -151,8 +151,12 @@ pub struct GetDiff {
     pub after: String,
 }
 
-/// Longest path in [`GetDiff`] and [`DiffItem`].
-pub const DIFF_PATH_MAX: usize = 4096;
+/// Longest path in [`GetDiff`] and [`DiffItem`]: a quarter of a frame.
+/// Paths inside a filesystem are not bounded by PATH_MAX (a tree can be
+/// deeper than any path the kernel resolves; lfs(5), LIMITS), so 4096
+/// made the diff of such a tree a reply the client refused; a path
+/// longer than this fails the request with ENAMETOOLONG instead.
+pub const DIFF_PATH_MAX: usize = 256 << 10;
 
 /// [`DiffItem::change`]: only in the newer checkpoint.
 pub const DIFF_CREATED: u8 = 1;

@@ -387,6 +387,82 @@ impl Drop for Cleanerd {
     }
 }
 
+/// Formats image `name` in `dir` with mkfs.lfs `args`, mounts it on
+/// `dir/mnt` and starts cleanerd ([`Cleanerd::start`]), waiting until it
+/// is connected. Returns the image, the mount point, fsd's control
+/// socket (beside the mount point), fsd and cleanerd.
+pub fn serve_with_cleanerd(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+) -> (PathBuf, PathBuf, String, Fsd, Cleanerd) {
+    serve_with_cleanerd_args(dir, name, args, &[])
+}
+
+/// [`serve_with_cleanerd`] with `fsd_args` for fsd.
+pub fn serve_with_cleanerd_args(
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    fsd_args: &[&str],
+) -> (PathBuf, PathBuf, String, Fsd, Cleanerd) {
+    let image = mkfs_with(dir, name, args);
+    let mnt = mkdir(dir, "mnt");
+    let sock = mnt.with_extension("sock").to_str().unwrap().to_string();
+    let fsd = Fsd::start(&image, &mnt, fsd_args);
+    let cleanerd = Cleanerd::start(dir, &sock);
+    assert_reconnects(&cleanerd, &sock, 0, "at start");
+    (image, mnt, sock, fsd, cleanerd)
+}
+
+/// How long cleanerd may take to notice a restarted fsd (its
+/// `retry_interval` is 1 s).
+pub const RECONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How many times cleanerd's log says it (re)connected to fsd.
+pub fn connections(log: &str) -> usize {
+    log.lines()
+        .filter(|l| l.contains("connected to fsd on") || l.contains("is back"))
+        .count()
+}
+
+/// Waits until cleanerd's log shows more than `before` connections and
+/// `fsctl clean --status` answers through it with `connected: true`.
+pub fn assert_reconnects(cleanerd: &Cleanerd, sock: &str, before: usize, when: &str) {
+    let deadline = Instant::now() + RECONNECT_TIMEOUT;
+    loop {
+        let log = cleanerd.log();
+        if connections(&log) > before {
+            let o = fsctl(&["clean", sock, "--status", "--json"]);
+            if o.status.success() {
+                let st: serde_json::Value = serde_json::from_str(&o.stdout)
+                    .unwrap_or_else(|e| panic!("bad JSON ({e}): {o}"));
+                if st["connected"] == true {
+                    return;
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cleanerd did not reconnect within {RECONNECT_TIMEOUT:?} {when}:\n{log}"
+        );
+        sleep(POLL);
+    }
+}
+
+/// The number in environment variable `name`, or `default` if unset.
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")))
+        .unwrap_or(default)
+}
+
+/// True if `LFS_LONG=1` asks for the long version of a test.
+pub fn long_mode() -> bool {
+    std::env::var_os("LFS_LONG").is_some_and(|v| v == "1")
+}
+
 /// Deterministic pseudo-random bytes (xorshift64*), so a failure can be
 /// reproduced.
 pub fn pattern(len: usize, seed: u64) -> Vec<u8> {
