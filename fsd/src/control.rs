@@ -342,6 +342,7 @@ impl Service for FsService {
             snapshot_blocks: d.snapshot_blocks,
             protected_blocks: d.protected_blocks,
             reclaimable_blocks: d.reclaimable_blocks,
+            booked_blocks: d.booked_blocks,
         })
     }
 

@@ -286,6 +286,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             snapshot_blocks: 10,
             protected_blocks: 20,
             reclaimable_blocks: 5_000,
+            booked_blocks: 12,
         },
     ));
 

@@ -67,7 +67,7 @@
 //! | GET_SEG_SUMMARY | [`GetSegSummary`](msg::GetSegSummary) (8) | [`SegSummary`](msg::SegSummary) |
 //! | GET_SUPER | [`GetSuper`](msg::GetSuper) (0) | [`Super`](msg::Super) (44 + n) |
 //! | GET_STATS | [`GetStats`](msg::GetStats) (0) | [`Stats`](msg::Stats) |
-//! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (60) |
+//! | GET_DF | [`GetDf`](msg::GetDf) (0) | [`Df`](msg::Df) (68) |
 //! | CHANGE_CPMODE | [`ChangeCpmode`](msg::ChangeCpmode) (16) | [`Done`](msg::Done) (0) |
 //! | DELETE_CHECKPOINT | [`DeleteCheckpoint`](msg::DeleteCheckpoint) (8) | [`Done`](msg::Done) (0) |
 //! | CLEAN_SEGMENTS | [`CleanSegments`](msg::CleanSegments) (16 + 8 n + 8 w) | [`CleanReply`](msg::CleanReply) (40) |

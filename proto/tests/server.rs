@@ -109,6 +109,7 @@ impl Service for Dummy {
             snapshot_blocks: 0,
             protected_blocks: 7,
             reclaimable_blocks: 42,
+            booked_blocks: 3,
         })
     }
     fn change_cpmode(&self, _: &Peer, r: ChangeCpmode) -> Result<Done, i32> {

@@ -200,6 +200,7 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
         ("held by snapshots", d.snapshot_blocks),
         ("held by older checkpoints", d.protected_blocks),
         ("reclaimable by cleaning", d.reclaimable_blocks),
+        ("booked for a DAT merge", d.booked_blocks),
     ];
     if as_json {
         let v: serde_json::Map<String, serde_json::Value> = [
@@ -211,6 +212,7 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             ("snapshot_bytes", d.snapshot_blocks * b),
             ("protected_bytes", d.protected_blocks * b),
             ("reclaimable_bytes", d.reclaimable_blocks * b),
+            ("booked_bytes", d.booked_blocks * b),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), json!(v)))

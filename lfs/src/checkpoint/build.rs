@@ -38,6 +38,15 @@ pub struct Run {
 }
 
 impl Run {
+    /// Blocks the log writes, its summary included, sealed or not.
+    pub fn nblocks(&self, bs: usize) -> u64 {
+        let summary = self
+            .summary
+            .as_ref()
+            .map_or(0, |s| LogHeader::summary_blocks_for(s.entries.len(), bs));
+        (self.blocks.len() + summary) as u64
+    }
+
     /// Encodes the summary (checksumming the whole body) in front of the
     /// payload. Done after the state lock is released: the body checksum
     /// reads every byte the log writes.
@@ -486,7 +495,7 @@ impl State {
                 0,
             );
             if which == LONG_HEAD {
-                long_logs = runs.iter().map(|r| r.blocks.len() as u64).sum();
+                long_logs = runs.iter().map(|r| r.nblocks(bs)).sum();
             }
             cold_runs.extend(runs);
             seq += cl.spans.len() as u64;
@@ -672,11 +681,11 @@ impl State {
         );
         // The long head's logs are file data and summaries, not the
         // cleaner's.
-        let side: u64 = cold_runs.iter().map(|r| r.blocks.len() as u64).sum();
+        let side: u64 = cold_runs.iter().map(|r| r.nblocks(bs)).sum();
         written.cold = side - long_logs;
-        written.summary =
-            runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() - all.len() as u64 + long_logs
-                - long_blocks;
+        written.summary = runs.iter().map(|r| r.nblocks(bs)).sum::<u64>() - all.len() as u64
+            + long_logs
+            - long_blocks;
         let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
 

@@ -57,6 +57,10 @@ pub struct Df {
     pub protected_blocks: u64,
     /// Dead blocks in dirty segments: what cleaning would give back.
     pub reclaimable_blocks: u64,
+    /// Free blocks kept back for a DAT merge that is due (the next
+    /// checkpoint with room writes every stale DAT block): counted in
+    /// `free_blocks`, but statfs counts them as used.
+    pub booked_blocks: u64,
 }
 
 impl Fs {
@@ -200,6 +204,7 @@ impl Fs {
             snapshot_blocks: snapshot,
             protected_blocks: older,
             reclaimable_blocks: reclaimable,
+            booked_blocks: st.dat.merge_booking(),
         }
     }
 }

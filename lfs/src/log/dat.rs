@@ -344,6 +344,10 @@ impl Dat {
     /// a change of `n` entries costs the next checkpoint, merge or not
     /// (a merge is only made in free room).
     pub fn cost_of_changes(&self, n: u64) -> u64 {
+        if n == 0 && self.changed.is_empty() {
+            // The next checkpoint writes no journal block.
+            return 0;
+        }
         let len = self.journal.len() as u64;
         let before = (len + self.changed.len() as u64).div_ceil(self.per_block);
         let after = (len + self.changed.len() as u64 + n).div_ceil(self.per_block);
