@@ -334,7 +334,7 @@ def seed004_case(bin_dir, work, m, with_cleaner):
                    gc_bytes=b["device_gc_bytes_written"] - a["device_gc_bytes_written"],
                    blocks_moved=b["gc_blocks_moved"] - a["gc_blocks_moved"],
                    space_waits=b["space_waits"] - a["space_waits"])
-        mnt.close()
+        mnt.close(keep=KEEP)
         return res
     except Exception:
         mnt.close(keep=True)

@@ -982,12 +982,9 @@ fn phys(ino: u64, offset: u64, kind: BlockKind, data: Vec<u8>) -> Payload {
 
 /// The indirect blocks that change if `blocks` of a physical file move.
 fn dirty_nodes_for(map: &BlockMap, blocks: &BTreeSet<u64>) -> Vec<NodeId> {
-    let mut m = map.clone();
-    let _ = m.take_dirty_nodes();
-    for &b in blocks {
-        m.set(b, u64::MAX);
-    }
-    m.take_dirty_nodes()
+    // (It cloned the map and set each block: a copy of the whole map, the
+    // DAT's included, under the state lock at every checkpoint.)
+    map.nodes_on_paths(blocks)
 }
 
 fn meta_inode(ino: u64, map: &BlockMap, slots: u64, kind: MetaKind, now: u64) -> Inode {

@@ -202,12 +202,20 @@ impl BlockMap {
     /// [`Self::set_node`] (or be dropped with [`Self::remove_node`] when
     /// [`Self::node_is_empty`]) before its parent is encoded.
     pub fn take_dirty_nodes(&mut self) -> Vec<NodeId> {
-        // The dirty offsets are sorted, so each level's nodes come in
-        // order and a repeat is always the last one seen: no set needed
-        // (a set insert per offset and level was most of a large
-        // sequential checkpoint's build).
+        let nodes = self.nodes_on_paths(&self.dirty);
+        self.dirty.clear();
+        nodes
+    }
+
+    /// The indirect blocks on the paths to data offsets `offs`, bottom-up:
+    /// those a change of those offsets rewrites (whatever is mapped).
+    pub fn nodes_on_paths(&self, offs: &BTreeSet<u64>) -> Vec<NodeId> {
+        // The offsets are sorted, so each level's nodes come in order and
+        // a repeat is always the last one seen: no set needed (a set
+        // insert per offset and level was most of a large sequential
+        // checkpoint's build).
         let mut levels: [Vec<NodeId>; 3] = Default::default();
-        for &off in &self.dirty {
+        for &off in offs {
             for (level, nodes) in (1..=3u8).zip(levels.iter_mut()) {
                 if let Some(n) = self.node_for(off, level) {
                     if nodes.last() != Some(&n) {
@@ -216,7 +224,6 @@ impl BlockMap {
                 }
             }
         }
-        self.dirty.clear();
         // NodeId orders by level first: bottom-up.
         levels.concat()
     }

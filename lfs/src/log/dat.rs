@@ -67,6 +67,14 @@ pub struct Dat {
     journal: Vec<DatRecord>,
     /// Journal blocks the next checkpoint rewrites (cleaning).
     journal_force: BTreeSet<u64>,
+    /// Entries [`is_current`]: kept as they change, not counted at each
+    /// checkpoint (a scan of the whole table under the state lock).
+    current: u64,
+}
+
+/// Whether `e` is used by the current state (placed or being placed).
+fn is_current(e: &DatEntry) -> bool {
+    e.phys != 0 && e.end_cno == CNO_LIVE
 }
 
 /// What the next checkpoint writes of the DAT ([`Dat::plan_write`]).
@@ -97,6 +105,7 @@ impl Dat {
         if entries.is_empty() {
             entries.push(DatEntry::default());
         }
+        let current = entries.iter().filter(|e| is_current(e)).count() as u64;
         Dat {
             entries,
             free,
@@ -107,6 +116,18 @@ impl Dat {
             force: BTreeSet::new(),
             journal: Vec::new(),
             journal_force: BTreeSet::new(),
+            current,
+        }
+    }
+
+    /// Sets `v`'s entry (`v` within the table), keeping the count of
+    /// current entries.
+    fn set(&mut self, v: u64, e: DatEntry) {
+        let old = std::mem::replace(&mut self.entries[v as usize], e);
+        match (is_current(&old), is_current(&e)) {
+            (false, true) => self.current += 1,
+            (true, false) => self.current -= 1,
+            _ => {}
         }
     }
 
@@ -200,21 +221,27 @@ impl Dat {
             }
         };
         // Mark it taken until assigned, so that it is not handed out twice.
-        self.entries[v as usize] = DatEntry {
-            phys: u64::MAX,
-            start_cno: 0,
-            end_cno: CNO_LIVE,
-        };
+        self.set(
+            v,
+            DatEntry {
+                phys: u64::MAX,
+                start_cno: 0,
+                end_cno: CNO_LIVE,
+            },
+        );
         v
     }
 
     /// Points `v` at `phys`, live from checkpoint `cno`.
     pub fn assign(&mut self, v: u64, phys: u64, cno: u64) {
-        self.entries[v as usize] = DatEntry {
-            phys,
-            start_cno: cno,
-            end_cno: CNO_LIVE,
-        };
+        self.set(
+            v,
+            DatEntry {
+                phys,
+                start_cno: cno,
+                end_cno: CNO_LIVE,
+            },
+        );
         self.touch(v);
     }
 
@@ -226,20 +253,20 @@ impl Dat {
     /// that one the block it held is returned, for the caller to drop from
     /// its segment's live count.
     pub fn retire(&mut self, v: u64, end_cno: u64) -> Option<u64> {
-        let e = self.entries.get_mut(v as usize)?;
+        let e = *self.entries.get(v as usize)?;
         if e.phys == 0 {
             return None;
         }
         let mut freed = None;
         if e.phys == u64::MAX {
-            *e = DatEntry::default();
+            self.set(v, DatEntry::default());
             self.pending.push(v);
         } else if e.start_cno >= end_cno {
             freed = Some(e.phys);
-            *e = DatEntry::default();
+            self.set(v, DatEntry::default());
             self.pending.push(v);
         } else {
-            e.end_cno = end_cno;
+            self.set(v, DatEntry { end_cno, ..e });
         }
         self.touch(v);
         freed
@@ -261,11 +288,14 @@ impl Dat {
         } else if self.entries[i].phys != 0 || !self.free.remove(&v) {
             return false;
         }
-        self.entries[i] = DatEntry {
-            phys: u64::MAX,
-            start_cno: 0,
-            end_cno: CNO_LIVE,
-        };
+        self.set(
+            v,
+            DatEntry {
+                phys: u64::MAX,
+                start_cno: 0,
+                end_cno: CNO_LIVE,
+            },
+        );
         true
     }
 
@@ -274,14 +304,14 @@ impl Dat {
     /// count. The number is reusable once the current checkpoint is
     /// durable.
     pub fn free(&mut self, v: u64) -> u64 {
-        let Some(e) = self.entries.get_mut(v as usize) else {
+        let Some(&e) = self.entries.get(v as usize) else {
             return 0;
         };
         let phys = e.phys;
         if phys == 0 {
             return 0;
         }
-        *e = DatEntry::default();
+        self.set(v, DatEntry::default());
         self.touch(v);
         self.pending.push(v);
         if phys == u64::MAX {
@@ -293,8 +323,8 @@ impl Dat {
 
     /// Moves `v` to physical block `phys` (cleaning), keeping its lifetime.
     pub fn relocate(&mut self, v: u64, phys: u64) {
-        if let Some(e) = self.entries.get_mut(v as usize) {
-            e.phys = phys;
+        if let Some(&e) = self.entries.get(v as usize) {
+            self.set(v, DatEntry { phys, ..e });
             self.touch(v);
         }
     }
@@ -310,10 +340,11 @@ impl Dat {
 
     /// Entries used by the current state.
     pub fn count_current(&self) -> u64 {
-        self.entries
-            .iter()
-            .filter(|e| e.phys != 0 && e.end_cno == CNO_LIVE)
-            .count() as u64
+        debug_assert_eq!(
+            self.current,
+            self.entries.iter().filter(|e| is_current(e)).count() as u64
+        );
+        self.current
     }
 
     /// Called when the checkpoint that retired the pending numbers is
