@@ -185,6 +185,7 @@ impl Fs {
             return Err(Error::Busy("another cleaning pass is running".into()));
         }
         let _running = Running(&self.cleaning);
+        super::background::lower_this_thread();
         self.st().separate_writes = placement.separate_writes;
         let mut report = CleanReport::default();
         let victims: BTreeSet<u64> = segments.iter().copied().collect();

@@ -18,6 +18,7 @@
 //! After a failed device write or flush the filesystem goes read-only and
 //! says why; it never guesses what reached the disk.
 
+mod background;
 pub mod bmap;
 mod checkpoints;
 pub mod clean;
