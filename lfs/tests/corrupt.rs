@@ -1,6 +1,7 @@
 //! Corrupted images: random byte flips, bit flips and 512-byte or whole
 //! block zeroings in every metadata structure of a populated image (both
-//! superblocks, log summaries, the super root, DAT, inode file, directory,
+//! superblocks, log summaries, the super root, DAT and its journal, inode
+//! file, directory,
 //! segment usage, checkpoint file, indirect and extended attribute
 //! blocks). For each corrupted image, fsck and a mount with a walk of the
 //! whole tree (and of a snapshot) run in a watchdog thread under
@@ -28,7 +29,9 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use image::{blocks_of, opts, populated, walk, Recording, Structure, BS, DEV_LEN};
+use image::{
+    blocks_of, opts, populated, populated_with_journal, walk, Recording, Structure, BS, DEV_LEN,
+};
 use lfs::blockdev::{BlockDevice, MemDevice};
 use lfs::format::ROOT_INO;
 use lfs::fs::Fs;
@@ -271,7 +274,7 @@ fn corrupted_metadata_is_refused_or_reported_never_a_panic_or_hang() {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (_, hard) = getrlimit(Resource::RLIMIT_AS).unwrap();
     setrlimit(Resource::RLIMIT_AS, ADDRESS_SPACE.min(hard), hard).unwrap();
-    let (img, snap) = populated();
+    let (img, snap) = populated_with_journal();
     let map = blocks_of(&img);
     for s in Structure::ALL {
         assert!(

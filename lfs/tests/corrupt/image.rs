@@ -22,6 +22,7 @@ pub enum Structure {
     Summary,
     SuperRoot,
     Dat,
+    DatJournal,
     InodeFile,
     Directory,
     SegmentUsage,
@@ -31,11 +32,12 @@ pub enum Structure {
 }
 
 impl Structure {
-    pub const ALL: [Structure; 10] = [
+    pub const ALL: [Structure; 11] = [
         Structure::Superblock,
         Structure::Summary,
         Structure::SuperRoot,
         Structure::Dat,
+        Structure::DatJournal,
         Structure::InodeFile,
         Structure::Directory,
         Structure::SegmentUsage,
@@ -50,6 +52,7 @@ impl Structure {
             Structure::Summary => "summary",
             Structure::SuperRoot => "super root",
             Structure::Dat => "DAT",
+            Structure::DatJournal => "DAT journal",
             Structure::InodeFile => "inode file",
             Structure::Directory => "directory",
             Structure::SegmentUsage => "segment usage",
@@ -64,6 +67,7 @@ impl Structure {
         Some(match block.get(..4)? {
             b"LFSI" => Structure::InodeFile,
             b"LFSD" => Structure::Dat,
+            b"LFSJ" => Structure::DatJournal,
             b"LFSC" => Structure::CheckpointFile,
             b"LFSU" => Structure::SegmentUsage,
             b"LFSN" => Structure::Indirect,
@@ -172,6 +176,36 @@ pub fn populated() -> (Vec<u8>, u64) {
     let late = fs.create(d.ino, b"late", 0o644, 0, 0, 0).unwrap();
     fs.write(late.ino, 0, &pattern(3, 9000)).unwrap();
     fs.sync().unwrap();
+    fs.make_checkpoint(false).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    let mut img = vec![0u8; DEV_LEN as usize];
+    dev.read_at(&mut img, 0).unwrap();
+    (img, snap)
+}
+
+/// [`populated`], then overwrites of blocks placed far apart: they change
+/// entries in several DAT blocks but fill less than a journal block, so
+/// the image ends with a DAT journal (a merge is due only once the
+/// journal reaches half the stale blocks it stands for). Apart from
+/// `populated` so that the fixtures' block numbers stay put.
+pub fn populated_with_journal() -> (Vec<u8>, u64) {
+    let (img, snap) = populated();
+    let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::from_vec(img));
+    let fs = Fs::mount(Arc::clone(&dev), opts()).unwrap();
+    let r = ROOT_INO;
+    let big = fs.lookup(r, b"big").unwrap();
+    let wide = fs.create(r, b"wide", 0o644, 0, 0, 0).unwrap();
+    fs.write(wide.ino, 0, &pattern(6, 300 * BS)).unwrap();
+    fs.sync().unwrap();
+    let first = fs
+        .lookup(big.ino, b"entry-with-a-longish-name-00000")
+        .unwrap();
+    fs.write(first.ino, 0, &pattern(4, 100)).unwrap();
+    for b in [0, 150, 299] {
+        fs.write(wide.ino, (b * BS) as u64, &pattern(5, 100))
+            .unwrap();
+    }
     fs.make_checkpoint(false).unwrap();
     fs.unmount().unwrap();
     drop(fs);
