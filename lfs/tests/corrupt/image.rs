@@ -177,11 +177,16 @@ pub fn populated() -> (Vec<u8>, u64) {
     fs.write(late.ino, 0, &pattern(3, 9000)).unwrap();
     fs.sync().unwrap();
     fs.make_checkpoint(false).unwrap();
+    (unmounted_image(fs, &dev), snap)
+}
+
+/// Unmounts `fs` and returns the bytes of its device.
+fn unmounted_image(fs: Arc<Fs>, dev: &Arc<dyn BlockDevice>) -> Vec<u8> {
     fs.unmount().unwrap();
     drop(fs);
     let mut img = vec![0u8; DEV_LEN as usize];
     dev.read_at(&mut img, 0).unwrap();
-    (img, snap)
+    img
 }
 
 /// [`populated`], then overwrites of blocks placed far apart: they change
@@ -207,11 +212,7 @@ pub fn populated_with_journal() -> (Vec<u8>, u64) {
             .unwrap();
     }
     fs.make_checkpoint(false).unwrap();
-    fs.unmount().unwrap();
-    drop(fs);
-    let mut img = vec![0u8; DEV_LEN as usize];
-    dev.read_at(&mut img, 0).unwrap();
-    (img, snap)
+    (unmounted_image(fs, &dev), snap)
 }
 
 /// Every metadata block of the image, by structure: the superblock pair,
