@@ -702,7 +702,8 @@ fn fsd_tomls(c: &mut Corpus) {
     const T: &str = "fsd_toml";
     let shipped = include_str!("../../conf/fsd.toml");
     c.add(T, "good-shipped", shipped.into());
-    // The socket's default is a placeholder, not a path to set.
+    // The socket's default names the device (/run/lfs/NAME.sock): a
+    // pattern shown in the comment, not a path to set.
     let uncommented = uncommented(shipped).replace("socket = \"/run/lfs/NAME.sock\"", "");
     c.add(T, "good-shipped-uncommented", uncommented.into());
     c.add(T, "good-empty", Vec::new());

@@ -30,19 +30,11 @@ pub enum Change {
 
 /// Entries of directory `ino` (without `.` and `..`): name → (inode, type).
 fn entries(fs: &Fs, ino: u64) -> Result<BTreeMap<Vec<u8>, (u64, FileType)>> {
-    let mut out = BTreeMap::new();
-    let mut cookie = 0;
-    loop {
-        let batch = fs.readdir(ino, cookie)?;
-        let Some(last) = batch.last() else { break };
-        cookie = last.cookie;
-        for e in batch {
-            if e.name != b"." && e.name != b".." {
-                out.insert(e.name, (e.ino, e.kind));
-            }
-        }
-    }
-    Ok(out)
+    Ok(fs
+        .list_dir(ino)?
+        .into_iter()
+        .map(|e| (e.name, (e.ino, e.kind)))
+        .collect())
 }
 
 fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {

@@ -834,6 +834,24 @@ impl Fs {
     pub fn readdir(&self, ino: u64, cookie: u64) -> Result<Vec<DirItem>> {
         self.st().readdir(ino, cookie, READDIR_BATCH)
     }
+    /// Every entry of directory `ino` but `.` and `..`, read batch by
+    /// batch with [`Self::readdir`] (the state lock is not held between
+    /// batches).
+    pub fn list_dir(&self, ino: u64) -> Result<Vec<DirItem>> {
+        let mut out = Vec::new();
+        let mut cookie = 0;
+        loop {
+            let batch = self.readdir(ino, cookie)?;
+            let Some(last) = batch.last() else { break };
+            cookie = last.cookie;
+            out.extend(
+                batch
+                    .into_iter()
+                    .filter(|e| e.name != b"." && e.name != b".."),
+            );
+        }
+        Ok(out)
+    }
     /// statfs(2).
     pub fn statfs(&self) -> Result<StatFs> {
         Ok(self.st().statfs())

@@ -62,20 +62,11 @@ pub fn entry(fs: &Fs, ino: u64, kind: FileType) -> lfs::Result<Entry> {
 }
 
 pub fn walk(fs: &Fs, ino: u64, prefix: &str, out: &mut Tree) -> lfs::Result<()> {
-    let mut cookie = 0;
-    loop {
-        let batch = fs.readdir(ino, cookie)?;
-        let Some(last) = batch.last() else { break };
-        cookie = last.cookie;
-        for e in batch {
-            if e.name == b"." || e.name == b".." {
-                continue;
-            }
-            let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
-            out.insert(path.clone(), entry(fs, e.ino, e.kind)?);
-            if e.kind == FileType::Directory {
-                walk(fs, e.ino, &path, out)?;
-            }
+    for e in fs.list_dir(ino)? {
+        let path = format!("{prefix}/{}", String::from_utf8_lossy(&e.name));
+        out.insert(path.clone(), entry(fs, e.ino, e.kind)?);
+        if e.kind == FileType::Directory {
+            walk(fs, e.ino, &path, out)?;
         }
     }
     Ok(())

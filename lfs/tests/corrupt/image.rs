@@ -250,30 +250,21 @@ pub fn blocks_of(img: &[u8]) -> BTreeMap<Structure, Vec<u64>> {
 /// under `ino`; the count of names read.
 pub fn walk(fs: &Fs, ino: u64) -> lfs::Result<u64> {
     let mut n = 0;
-    let mut cookie = 0;
-    loop {
-        let batch = fs.readdir(ino, cookie)?;
-        let Some(last) = batch.last() else { break };
-        cookie = last.cookie;
-        for e in batch {
-            if e.name == b"." || e.name == b".." {
-                continue;
+    for e in fs.list_dir(ino)? {
+        n += 1;
+        let a = fs.getattr(e.ino)?;
+        for name in fs.listxattr(e.ino)? {
+            fs.getxattr(e.ino, &name)?;
+        }
+        match e.kind {
+            FileType::Regular => {
+                fs.read(e.ino, 0, a.size.min(1 << 20) as u32 + 1)?;
             }
-            n += 1;
-            let a = fs.getattr(e.ino)?;
-            for name in fs.listxattr(e.ino)? {
-                fs.getxattr(e.ino, &name)?;
+            FileType::Symlink => {
+                fs.readlink(e.ino)?;
             }
-            match e.kind {
-                FileType::Regular => {
-                    fs.read(e.ino, 0, a.size.min(1 << 20) as u32 + 1)?;
-                }
-                FileType::Symlink => {
-                    fs.readlink(e.ino)?;
-                }
-                FileType::Directory => n += walk(fs, e.ino)?,
-                _ => {}
-            }
+            FileType::Directory => n += walk(fs, e.ino)?,
+            _ => {}
         }
     }
     Ok(n)
