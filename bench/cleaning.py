@@ -161,7 +161,7 @@ class Mount:
                 self.fsd.wait()
         ok = self.fsd.returncode == 0
         fsck = subprocess.run([f"{self.bin}/fsctl", "fsck", self.img], capture_output=True, text=True)
-        if not keep:
+        if not keep and not os.environ.get("LFS_BENCH_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
         if not ok:
             raise Fail(f"fsd exited with {self.fsd.returncode}")

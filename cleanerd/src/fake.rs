@@ -38,6 +38,8 @@ pub enum Call {
         protection_s: u32,
         /// The segments.
         segments: Vec<u64>,
+        /// The `CLEAN_*` flags (the policy's placement).
+        flags: u32,
     },
     /// SET_SUINFO.
     SetSuinfo(Vec<SuUpdate>),
@@ -259,6 +261,7 @@ impl Service for FakeFs {
         let call = Call::Clean {
             protection_s: r.protection_s,
             segments: r.segments.clone(),
+            flags: r.flags,
         };
         self.with(call, |s| s.clean(r))
     }

@@ -22,7 +22,7 @@
 
 use lfs_proto::msg::{
     CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat,
-    CLEAN_SEPARATE_WRITES,
+    CLEAN_SEPARATE_WRITES, CLEAN_WARM_YOUNG,
 };
 use lfs_proto::{Client, ClientError};
 use serde::{Deserialize, Serialize};
@@ -224,11 +224,13 @@ pub fn run_pass(
     };
     let protection_s = spec.protection_s;
     // The policy's placement of file data holds from this request on.
-    let flags = if policy::separates_writes(spec.policy) {
-        CLEAN_SEPARATE_WRITES
-    } else {
-        0
-    };
+    let mut flags = 0;
+    if policy::separates_writes(spec.policy) {
+        flags |= CLEAN_SEPARATE_WRITES;
+    }
+    if policy::warms_young(spec.policy) {
+        flags |= CLEAN_WARM_YOUNG;
+    }
     let expire = CleanSegments {
         protection_s,
         segments: Vec::new(),

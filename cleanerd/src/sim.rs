@@ -8,10 +8,11 @@
 //! overwritten one block at a time by a workload (uniform, hot/cold
 //! 80/20 or 90/10, Zipf). User writes go to one log head, the cleaner's
 //! copies to another (the cold log, as fsd does); with the policy's
-//! placement ([`policy::warm_victims`], [`policy::separates_writes`]) as
-//! fsd follows it, survivors of hot victims to a third (the warm head),
-//! and user writes whose previous version lived longer than the running
-//! mean to a fourth (the long head). Time is the count of
+//! placement ([`policy::warm_victims`], [`policy::warms_young`],
+//! [`policy::separates_writes`]) as fsd follows it, survivors of hot
+//! victims and moved blocks younger than the running mean lifespan to a
+//! third (the warm head), and user writes whose previous version lived
+//! longer than that mean to a fourth (the long head). Time is the count of
 //! user writes; a segment's `last_mod` is the time of its last write.
 //! When fewer than [`SimConfig::reserve`] segments are clean, passes run
 //! — each one observed by the policy's [`History`] and choosing with the
@@ -322,12 +323,16 @@ impl Device {
     }
 
     /// Copies the live blocks of `seg` to the cleaner's log `head` and
-    /// frees it.
-    fn clean(&mut self, seg: usize, head: usize) -> Result<(), String> {
+    /// frees it; with `warm_young`, blocks written more recently than the
+    /// mean lifespan go to the warm head whatever `head` is (fsd's
+    /// `Placement::warm_young`).
+    fn clean(&mut self, seg: usize, head: usize, warm_young: bool) -> Result<(), String> {
         let blocks = std::mem::take(&mut self.contents[seg]);
         for (i, &b) in blocks.iter().enumerate() {
             if self.loc[b] == Some((seg, i)) {
-                self.append(head, b)?;
+                let young = ((self.time - self.written_at[b]) as f64) < self.lifespan;
+                let to = if warm_young && young { WARM } else { head };
+                self.append(to, b)?;
                 self.copied += 1;
             }
         }
@@ -357,6 +362,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
         dev.append(USER, b)?;
     }
     let separate = policy::separates_writes(cfg.policy);
+    let warm_young = policy::warms_young(cfg.policy);
     for i in 0..total {
         if i == warm {
             copied_at_warm = dev.copied;
@@ -381,7 +387,7 @@ pub fn simulate(cfg: &SimConfig) -> Result<SimResult, String> {
                 let warm = policy::warm_victims(cfg.policy, &chosen, &history);
                 for c in chosen {
                     let head = if warm.contains(&c.segnum) { WARM } else { GC };
-                    dev.clean(c.segnum as usize, head)?;
+                    dev.clean(c.segnum as usize, head, warm_young)?;
                 }
                 passes += 1;
             }

@@ -154,12 +154,47 @@ fn once_cleans_and_prints_what_it_did() {
             ..
         }
     )));
+    // timestamp, the default, leaves placement to fsd.
+    assert!(f.fs.state().calls.iter().all(|c| !matches!(
+        c,
+        cleanerd::fake::Call::Clean { flags, .. } if *flags != 0
+    )));
     let out = Command::new(BIN)
         .arg("--once")
         .arg(f.dir.path().join("nothing.sock"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// declining-cost asks fsd for its placement on every request: file data
+/// separated by lifespan, young moved blocks to the warm head.
+#[test]
+fn declining_cost_asks_for_its_placement() {
+    let f = fixture("selection_policy = \"declining-cost\"\n");
+    let out = Command::new(BIN)
+        .args(["--once", "-c"])
+        .arg(&f.conf)
+        .arg(&f.sock)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = lfs_proto::msg::CLEAN_SEPARATE_WRITES | lfs_proto::msg::CLEAN_WARM_YOUNG;
+    let s = f.fs.state();
+    let flags: Vec<u32> = s
+        .calls
+        .iter()
+        .filter_map(|c| match c {
+            cleanerd::fake::Call::Clean { flags, .. } => Some(*flags),
+            _ => None,
+        })
+        .collect();
+    assert!(flags.len() >= 2, "{:?}", s.calls);
+    assert!(flags.iter().all(|&f| f == want), "{flags:?}");
 }
 
 #[test]

@@ -135,7 +135,9 @@ fn hysteresis_cleans_fast_below_min_then_normally_up_to_max() {
     let calls = rig.fs.state().calls.clone();
     let empty_cleans = calls
         .iter()
-        .filter(|c| matches!(c, Call::Clean { protection_s: 60, segments } if segments.is_empty()))
+        .filter(
+            |c| matches!(c, Call::Clean { protection_s: 60, segments, .. } if segments.is_empty()),
+        )
         .count();
     assert_eq!(empty_cleans, 3);
     assert!(rig.stop().is_ok());
@@ -281,12 +283,9 @@ fn control_commands_suspend_resume_once_and_reload() {
     });
     let report = r.report.unwrap();
     assert_eq!(report.cleaned, [0, 1, 2]);
-    assert!(rig
-        .fs
-        .state()
-        .calls
-        .iter()
-        .any(|c| matches!(c, Call::Clean { protection_s: 6, segments } if segments == &[0, 1, 2])));
+    assert!(rig.fs.state().calls.iter().any(
+        |c| matches!(c, Call::Clean { protection_s: 6, segments, .. } if segments == &[0, 1, 2])
+    ));
     assert_eq!(rig.status().mode, "suspended");
     assert!(rig.control(Command::Resume).ok);
     wait_until("idle again", || rig.status().mode == "idle");

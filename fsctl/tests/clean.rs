@@ -119,7 +119,7 @@ fn status_suspend_once_resume_reload_through_cleanerd() {
     assert_eq!(fs.state().cleanings(), [vec![0, 1, 2]]);
     assert!(fs.state().calls.iter().any(|c| matches!(
         c,
-        cleanerd::fake::Call::Clean { protection_s: 120, segments } if segments.len() == 3
+        cleanerd::fake::Call::Clean { protection_s: 120, segments, .. } if segments.len() == 3
     )));
 
     let o = fsctl(&["--status", "--json"], &sock);

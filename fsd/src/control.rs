@@ -376,6 +376,7 @@ impl Service for FsService {
                 &lfs::fs::clean::Placement {
                     warm: r.warm,
                     separate_writes: r.flags & lfs_proto::msg::CLEAN_SEPARATE_WRITES != 0,
+                    warm_young: r.flags & lfs_proto::msg::CLEAN_WARM_YOUNG != 0,
                 },
                 std::time::Duration::from_secs(u64::from(r.protection_s)),
             )

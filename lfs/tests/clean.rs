@@ -174,6 +174,7 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
     let sep = Placement {
         warm: Vec::new(),
         separate_writes: true,
+        warm_young: false,
     };
     fs.clean_segments_placed(&[], &sep, Duration::from_secs(3600))
         .unwrap();
@@ -198,6 +199,7 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
     let warm = Placement {
         warm: v[..1].to_vec(),
         separate_writes: true,
+        warm_young: false,
     };
     let r = fs.clean_segments_placed(&v, &warm, Duration::ZERO).unwrap();
     assert!(r.segments_freed >= 1, "{r:?}");
@@ -205,6 +207,7 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
     let bad = Placement {
         warm: vec![v[0]],
         separate_writes: false,
+        warm_young: false,
     };
     assert!(matches!(
         fs.clean_segments_placed(&v[1..], &bad, Duration::ZERO),
@@ -217,6 +220,85 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
     let fs = mount(&dev);
     verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
     fs.unmount().unwrap();
+}
+
+/// For each block of `ino` whose live copy a cleaner's log holds, the
+/// segment holding it.
+fn cleaned_block_segments(fs: &Fs, ino: u64) -> std::collections::HashMap<u64, u64> {
+    let mut out = std::collections::HashMap::new();
+    for s in 0..fs.sustat().nsegs {
+        let d = fs.segment_summary(s).unwrap();
+        let inside = d.start_block..d.start_block + d.nblocks;
+        for l in &d.logs {
+            if l.summary.header.flags & lfs::format::LOG_FLAG_GC == 0 {
+                continue;
+            }
+            for e in l.summary.entries.iter().filter(|e| e.ino == ino) {
+                if inside.contains(&fs.vinfo(&[e.vblock])[0].1.phys) {
+                    out.insert(e.offset, s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// With `warm_young`, a pass sends the moved blocks written more recently
+/// than the mean lifespan of overwritten blocks to the warm head and the
+/// older ones to the cold head, whichever victim they come from; without
+/// it, they share the cold head's segments.
+#[test]
+fn cleaning_sends_young_survivors_apart_from_old_ones_by_age() {
+    for warm_young in [false, true] {
+        let nblocks = 300u64;
+        let (dev, fs, f, mut ver) = with_file(nblocks);
+        // Three checkpoints of appended blocks: new blocks measure no
+        // lifespan.
+        for b in nblocks..nblocks + 3 {
+            fs.write(f.ino, b * BS as u64, &block(b, 0)).unwrap();
+            fs.sync().unwrap();
+        }
+        // Blocks 0..40 in four groups, one group a checkpoint: each lives
+        // four checkpoints, so the mean lifespan is about 4 and every one
+        // of them is younger; blocks 40..300 are some 20 checkpoints old.
+        for round in 0..16u64 {
+            let g = round % 4;
+            for b in g * 10..g * 10 + 10 {
+                ver[b as usize] += 1;
+                fs.write(f.ino, b * BS as u64, &block(b, ver[b as usize]))
+                    .unwrap();
+            }
+            fs.sync().unwrap();
+        }
+        fs.clean_segments(&[], Duration::ZERO).unwrap();
+        let v = victims(&fs, 64);
+        let place = Placement {
+            warm: Vec::new(),
+            separate_writes: false,
+            warm_young,
+        };
+        let r = fs
+            .clean_segments_placed(&v, &place, Duration::ZERO)
+            .unwrap();
+        assert!(r.segments_freed >= 4, "{r:?}");
+        let at = cleaned_block_segments(&fs, f.ino);
+        let young: std::collections::BTreeSet<u64> =
+            (0..40).filter_map(|b| at.get(&b).copied()).collect();
+        let old: std::collections::BTreeSet<u64> =
+            (40..nblocks).filter_map(|b| at.get(&b).copied()).collect();
+        assert!(!young.is_empty() && old.len() >= 2, "{at:?}");
+        assert_eq!(
+            young.is_disjoint(&old),
+            warm_young,
+            "segments of young blocks {young:?}, of old ones {old:?}"
+        );
+        verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after cleaning");
+        fs.unmount().unwrap();
+        drop(fs);
+        let fs = mount(&dev);
+        verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
+        fs.unmount().unwrap();
+    }
 }
 
 /// The "done when": overwrite several times the free space with a
@@ -449,8 +531,9 @@ fn a_write_out_of_space_waits_for_an_active_cleaner() {
 /// clean segments, deletes every older checkpoint and cleans a few
 /// segments.
 /// A cleaner as cleanerd runs one; with `placed`, its passes send every
-/// other victim's survivors to the warm head and have fsd separate
-/// long-lived file data (declining-cost's placement).
+/// other victim's survivors and every young moved block to the warm head
+/// and have fsd separate long-lived file data (declining-cost's
+/// placement).
 fn cleaner_thread(fs: &Arc<Fs>, stop: &Arc<AtomicBool>, placed: bool) -> JoinHandle<()> {
     let (fs, stop) = (fs.clone(), stop.clone());
     std::thread::spawn(move || {
@@ -476,6 +559,7 @@ fn cleaner_thread(fs: &Arc<Fs>, stop: &Arc<AtomicBool>, placed: bool) -> JoinHan
                             Vec::new()
                         },
                         separate_writes: placed,
+                        warm_young: placed,
                     };
                     match fs.clean_segments_placed(&v, &placement, Duration::ZERO) {
                         Ok(_) => break,

@@ -73,6 +73,12 @@ pub struct Placement {
     /// overwritten blocks goes to the long head (SepBIT's separation of
     /// user writes by the lifespan of the block they invalidate).
     pub separate_writes: bool,
+    /// This pass's moved blocks written more recently than the running
+    /// mean lifespan go to the warm head, older ones to the cold head
+    /// (SepBIT's classes of cleaned blocks by age): a victim holds hot
+    /// and cold survivors alike, and sent whole to one head it mixes them
+    /// again.
+    pub warm_young: bool,
 }
 
 /// What one cleaning pass did.
@@ -300,7 +306,7 @@ impl Fs {
             let bps = u64::from(sb.blocks_per_segment);
             let dat_blocks = st.dat.cost_of_changes(moved);
             // A log's summary per segment the cleaner's logs enter.
-            let heads = 1 + u64::from(!warm.is_empty());
+            let heads = 1 + u64::from(!warm.is_empty() || placement.warm_young);
             let summaries = crate::format::LogHeader::summary_blocks_for(moved as usize, bs) as u64
                 + moved.div_ceil(crate::log::layout::payload_per_segment(bs, bps))
                 + heads;
@@ -376,7 +382,8 @@ impl Fs {
                     continue;
                 }
                 report.blocks_moved += 1;
-                let warm = st.seg_of(addr).is_some_and(|s| warm.contains(&s));
+                let warm = st.seg_of(addr).is_some_and(|s| warm.contains(&s))
+                    || (placement.warm_young && st.is_young(e.vblock));
                 st.gc_queue.push(GcBlock {
                     vblock: e.vblock,
                     from: addr,

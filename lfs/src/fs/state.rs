@@ -271,6 +271,15 @@ impl State {
         }
     }
 
+    /// Whether virtual block `v` was written fewer checkpoints before the
+    /// next one than the running mean lifespan of overwritten blocks: by
+    /// its age, more likely hot than cold. Unknown (no lifespan measured
+    /// yet, or `v` not placed by a checkpoint) is not young.
+    pub fn is_young(&self, v: u64) -> bool {
+        let start = self.dat.entry(v).start_cno;
+        start != 0 && ((self.cno + 1).saturating_sub(start) as f64) < self.lifespan
+    }
+
     /// Segment of physical block `p`.
     pub fn seg_of(&self, p: u64) -> Option<u64> {
         self.sb.segment_of(p)

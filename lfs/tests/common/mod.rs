@@ -175,6 +175,7 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
     let place = lfs::fs::clean::Placement {
         warm: Vec::new(),
         separate_writes: true,
+        warm_young: false,
     };
     fs.clean_segments_placed(&[], &place, Duration::from_secs(1 << 30))?;
     fs.write(files[5], 0, &pattern(77, 60_000))?;
@@ -190,11 +191,12 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         .collect();
     victims.sort_unstable();
     let victims: Vec<u64> = victims.into_iter().take(3).map(|(_, s)| s).collect();
-    // The emptiest victim's survivors to the warm head, the others' to the
-    // cold one.
+    // The emptiest victim's survivors to the warm head, the others' young
+    // blocks too, their old ones to the cold head.
     let place = lfs::fs::clean::Placement {
         warm: victims[..1].to_vec(),
         separate_writes: true,
+        warm_young: true,
     };
     let rep = j.durable(fs, || {
         fs.clean_segments_placed(&victims, &place, Duration::ZERO)

@@ -115,7 +115,12 @@ pub struct CleanSegments {
 /// the mean apart from the rest (the cleaner's policy separates user
 /// writes by expected lifetime, as SepBIT does).
 pub const CLEAN_SEPARATE_WRITES: u32 = 1;
-const CLEAN_FLAGS_KNOWN: u32 = CLEAN_SEPARATE_WRITES;
+/// [`CleanSegments::flags`]: this request's moved blocks that were
+/// written more recently than the mean lifespan of overwritten blocks go
+/// to the warm head, the older ones to the cold head (SepBIT's classes of
+/// cleaned blocks by age, per block rather than per victim).
+pub const CLEAN_WARM_YOUNG: u32 = 2;
+const CLEAN_FLAGS_KNOWN: u32 = CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG;
 
 impl CleanSegments {
     /// Most segments one request may name.
@@ -416,6 +421,19 @@ mod tests {
             "0100000000000000 0200000000000000 0300000000000000
              0400000000000000 0500000000000000",
         );
+        // Every known flag decodes; an unknown bit is refused.
+        let all = CleanSegments {
+            flags: CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG,
+            ..CleanSegments::default()
+        };
+        assert_eq!(CleanSegments::decode(&all.encode()).unwrap(), all);
+        let mut p = all.encode();
+        let n = p.len();
+        p[n - 4] = 4;
+        assert!(matches!(
+            CleanSegments::decode(&p),
+            Err(DecodeError::InvalidField { field: "flags", .. })
+        ));
         let mut p = 0u32.to_le_bytes().to_vec();
         p.extend_from_slice(&(CleanSegments::MAX_SEGMENTS as u32 + 1).to_le_bytes());
         p.resize(16 + 8 * (CleanSegments::MAX_SEGMENTS + 1), 0);
