@@ -4,7 +4,7 @@
     bench/cleaning.py [--quick|--full|--smoke] [--out FILE] [--workdir DIR]
                       [--no-build] [--debug] [--only wa|seed004]
                       [--policies P,..] [--workloads W,..] [--utils U,..]
-                      [--wa-from EARLIER.json]
+                      [--wa-from EARLIER.json] [--repeat N] [--phases W,M] [--keep]
 
 1. Write amplification of each selection policy: for every workload
    (uniform, 80/20 and 90/10 hot/cold, Zipf) and utilisation (70, 80,
@@ -14,7 +14,8 @@
    overwrites the file with 4 KiB O_DIRECT random writes: a warm-up, then
    a measured phase. Write amplification is fsd's device bytes (data,
    metadata and cleaning copies) over its user bytes in the measured phase,
-   from `fsctl stat` before and after.
+   from `fsctl stat` before and after. Each cell runs `repeat` times (3
+   in --full), in rounds of every policy; the report takes the median.
 2. Seed 004 (../shared/seeds/004_*): a filesystem ~80 % used by live data with
    dead blocks and a snapshot; random, then sequential, 4 KiB writes (fio,
    O_DIRECT, an fsync every 100 writes, as sysbench fileio) with cleanerd
@@ -52,7 +53,10 @@ UTILS = [70, 80, 90]
 MODES = {
     # image, blocks per segment, warm-up and measured overwrites (times
     # the file), seed 004 image, its protection period and phase seconds.
-    "quick": dict(size=96 << 20, bps=256, warm=0.5, measured=0.5,
+    # repeat: runs of each WA cell, every policy once per round; the
+    # report takes the median (one run of a cell moved ±0.15 at 90 %, as
+    # much as policies differ in some cells).
+    "quick": dict(size=96 << 20, bps=256, warm=0.5, measured=0.5, repeat=1,
                   s4_size=128 << 20, s4_protection=5, s4_secs=8),
     # Seed 004's image is large enough that the run without a cleaner
     # (2 phases at SEED004_RATE, with their checkpoints' metadata) fits in
@@ -61,11 +65,11 @@ MODES = {
     # skewed workload had been rewritten a quarter of a time (80/20) and
     # the measured phase was a transient whose figures moved ±10 % from
     # run to run; 2× and 3× come closer to the steady state.
-    "full": dict(size=256 << 20, bps=256, warm=2.0, measured=3.0,
+    "full": dict(size=256 << 20, bps=256, warm=2.0, measured=3.0, repeat=3,
                  s4_size=2 << 30, s4_protection=150, s4_secs=20),
     # bench/smoke.sh: seconds, so that the harness cannot rot; no figure
     # from it means anything.
-    "smoke": dict(size=64 << 20, bps=256, warm=1.0, measured=0.5,
+    "smoke": dict(size=64 << 20, bps=256, warm=1.0, measured=0.5, repeat=1,
                   s4_size=128 << 20, s4_protection=1, s4_secs=2),
 }
 SEED004_RATE = "2m"  # bytes/s each seed 004 phase writes (fio rate=)
@@ -161,7 +165,7 @@ class Mount:
                 self.fsd.wait()
         ok = self.fsd.returncode == 0
         fsck = subprocess.run([f"{self.bin}/fsctl", "fsck", self.img], capture_output=True, text=True)
-        if not keep and not os.environ.get("LFS_BENCH_KEEP"):
+        if not keep:
             shutil.rmtree(self.dir, ignore_errors=True)
         if not ok:
             raise Fail(f"fsd exited with {self.fsd.returncode}")
@@ -220,6 +224,30 @@ def wa_settings(policy):
         "mc_min_reclaimable_blocks": 1,
         "retry_interval": "1s",
     }
+
+
+def medians(runs):
+    """One row per (workload, utilisation, policy): the run with the median
+    WA (the lower of the two middle ones for an even count), with every
+    run's WA as `wa_runs`; a cell with a failed run is a failure."""
+    cells = {}
+    for r in runs:
+        cells.setdefault((r["workload"], r["util"], r["policy"]), []).append(r)
+    out = []
+    for rs in cells.values():
+        bad = [r for r in rs if "error" in r]
+        if bad:
+            out.append(bad[0])
+            continue
+        rs = sorted(rs, key=lambda r: r["wa"])
+        out.append(dict(rs[(len(rs) - 1) // 2], wa_runs=[r["wa"] for r in rs]))
+    return out
+
+
+def wa_cell(r):
+    """A table cell: the median, and the range when there were several runs."""
+    runs = r.get("wa_runs", [])
+    return fmt(r["wa"]) + (f" ({fmt(runs[0])}–{fmt(runs[-1])})" if len(runs) > 1 else "")
 
 
 def wa_case(bin_dir, work, m, wl, dist, util, policy):
@@ -442,7 +470,7 @@ def report(out, mode, m, meta, wa_rows, s4):
          "| | |", "|---|---|",
          f"| date (UTC) | {meta['date']}, {meta['secs']:.0f} s in all |",
          f"| mode | {mode}: WA images {m['size'] >> 20} MiB with {m['bps']}-block (1 MiB) segments, "
-         f"warm-up {m['warm']}× and measured {m['measured']}× the file; seed 004 image "
+         f"warm-up {m['warm']}× and measured {m['measured']}× the file, {m['repeat']} run(s) a cell; seed 004 image "
          f"{m['s4_size'] >> 20} MiB, protection period {m['s4_protection']} s, "
          f"{m['s4_secs']} s per phase at {SEED004_RATE}B/s |",
          f"| git | {meta['git']} |", f"| machine | {meta['machine']} |",
@@ -455,7 +483,10 @@ def report(out, mode, m, meta, wa_rows, s4):
               "as named: `zoned:80/20:20/80`, `zoned:90/10:10/90`, `zipf:1.1`) while cleanerd runs with "
               "the policy (protection_period 0, cleaning between 8 % and 11 % clean segments, the 5 % reserve included; the settings "
               "are in bench/cleaning.py). WA = Δ(device data + metadata + cleaning bytes) ÷ Δ user bytes "
-              "over the measured phase, from fsd's counters (`fsctl stat`). Lower is better.", "",
+              "over the measured phase, from fsd's counters (`fsctl stat`). Lower is better. "
+              + (f"Each cell is the median of {m['repeat']} runs (in rounds: every policy once, then again), "
+                 "the range of the runs in brackets; the breakdown below is the median run's."
+                 if m["repeat"] > 1 else "One run per cell."), "",
               "| workload | live data | " + " | ".join(POLICIES) + f" | {OURS} ÷ best other |",
               "|---|---|" + "---|" * (len(POLICIES) + 1)]
         for wl, _ in WORKLOADS:
@@ -466,7 +497,7 @@ def report(out, mode, m, meta, wa_rows, s4):
                 row = f"| {wl} | {u} % |"
                 for p in POLICIES:
                     r = cells.get(p)
-                    row += " " + ("not run" if r is None else "FAILED" if "error" in r else fmt(r["wa"])) + " |"
+                    row += " " + ("not run" if r is None else "FAILED" if "error" in r else wa_cell(r)) + " |"
                 others = [cells[p]["wa"] for p in POLICIES if p != OURS and p in cells and cells[p].get("wa")]
                 ours = cells.get(OURS, {}).get("wa")
                 row += f" {fmt(ours / min(others)) if ours and others else 'n/a'} |"
@@ -582,6 +613,8 @@ def main():
     ap.add_argument("--no-build", action="store_true")
     ap.add_argument("--phases", metavar="WARM,MEASURED",
                     help="warm-up and measured overwrites, times the file (the mode's by default)")
+    ap.add_argument("--repeat", type=int, metavar="N",
+                    help="runs of each WA cell, the median reported (the mode's by default: 3 in --full)")
     ap.add_argument("--keep", action="store_true",
                     help="keep every cell's image and fsd/cleanerd logs in the work directory")
     ap.add_argument("--only", choices=["wa", "seed004"])
@@ -597,6 +630,11 @@ def main():
     m = dict(MODES[mode])
     if a.phases:
         m["warm"], m["measured"] = (float(x) for x in a.phases.split(","))
+    if a.repeat is not None:
+        if a.repeat < 1:
+            print(f"--repeat {a.repeat}: must be at least 1", file=sys.stderr)
+            return 2
+        m["repeat"] = a.repeat
     if os.geteuid() != 0:
         print("bench/cleaning.py needs root (fsd mounts)", file=sys.stderr)
         return 1
@@ -614,7 +652,7 @@ def main():
     pols = a.policies.split(",")
     wls = [w for w in WORKLOADS if w[0] in a.workloads.split(",")]
     utils = [int(u) for u in a.utils.split(",")]
-    wa_rows, s4 = [], []
+    wa_rows, wa_all, s4 = [], [], []
     wa_run = None
     if a.wa_from:
         earlier = json.load(open(a.wa_from))
@@ -624,16 +662,20 @@ def main():
         if a.only in (None, "wa"):
             for wl, dist in wls:
                 for u in utils:
-                    for p in pols:
-                        say(f"WA {wl} {u}% {p}")
-                        try:
-                            r = wa_case(bin_dir, a.workdir, m, wl, dist, u, p)
-                            say(f"  WA {fmt(r['wa'])} ({r['passes']} passes, {r['checkpoints']} "
-                                f"checkpoints, {r['secs']:.0f} s): {breakdown_text(r)}")
-                        except Fail as e:
-                            say(f"  FAILED: {e}")
-                            r = dict(workload=wl, util=u, policy=p, error=str(e))
-                        wa_rows.append(r)
+                    # Rounds of every policy, so that a slow stretch of the
+                    # shared machine falls on all of them.
+                    for k in range(m["repeat"]):
+                        for p in pols:
+                            say(f"WA {wl} {u}% {p}" + (f" (run {k + 1} of {m['repeat']})" if m["repeat"] > 1 else ""))
+                            try:
+                                r = wa_case(bin_dir, a.workdir, m, wl, dist, u, p)
+                                say(f"  WA {fmt(r['wa'])} ({r['passes']} passes, {r['checkpoints']} "
+                                    f"checkpoints, {r['secs']:.0f} s): {breakdown_text(r)}")
+                            except Fail as e:
+                                say(f"  FAILED: {e}")
+                                r = dict(workload=wl, util=u, policy=p, error=str(e))
+                            wa_all.append(r)
+            wa_rows += medians(wa_all)
         if a.only in (None, "seed004"):
             for with_cleaner in (False, True):
                 say(f"seed 004 {'with' if with_cleaner else 'without'} cleanerd")
@@ -655,7 +697,7 @@ def main():
     slim = [dict(c, phases={k: {kk: vv for kk, vv in v.items() if kk != "series"}
                             for k, v in c["phases"].items()}) for c in s4 if c]
     with open(base + ".json", "w") as f:
-        json.dump(dict(meta=meta, wa=wa_rows, seed004=slim), f, indent=1, default=str)
+        json.dump(dict(meta=meta, wa=wa_rows, wa_each_run=wa_all, seed004=slim), f, indent=1, default=str)
     say(f"wrote {a.out}")
     if any("error" in r for r in wa_rows) or any(c is None for c in s4):
         return 1

@@ -496,7 +496,16 @@ impl Run {
                     .take(1 + usize::from(segments % 3))
                     .map(|(_, s)| s)
                     .collect();
-                let clean = |fs: &Fs| fs.clean_segments(&victims, Duration::ZERO);
+                let place = lfs::fs::clean::Placement {
+                    warm: victims
+                        .iter()
+                        .copied()
+                        .take(usize::from(segments / 3 % 2))
+                        .collect(),
+                    separate_writes: segments / 6 % 2 == 1,
+                    warm_young: segments / 12 % 2 == 1,
+                };
+                let clean = |fs: &Fs| fs.clean_segments_placed(&victims, &place, Duration::ZERO);
                 self.maybe_durable("clean", clean)?;
             }
             Op::Freeze => {

@@ -224,7 +224,10 @@ ops! {
     "unsnapshot" Unsnapshot,
     /// Deletes every plain checkpoint but the latest.
     "delete_checkpoints" DeleteCheckpoints,
-    /// A cleaning pass over the 1 to 3 emptiest segments in use.
+    /// A cleaning pass over the 1 to 3 emptiest segments in use
+    /// (`segments % 3 + 1`), with the placement the other bits choose:
+    /// the first victim warm (`/ 3 % 2`), writes separated by lifespan
+    /// (`/ 6 % 2`), young moved blocks warm (`/ 12 % 2`).
     "clean" Clean { segments: u8 },
     /// FIFREEZE then FITHAW.
     "freeze" Freeze,
