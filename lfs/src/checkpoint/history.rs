@@ -242,6 +242,12 @@ impl State {
     /// how a full filesystem is emptied), the rest stays for checkpoints.
     fn commit_history(&mut self, h: History) -> Result<Freed> {
         let dead = self.dead_under(&h);
+        self.commit_history_freeing(h, dead)
+    }
+
+    /// [`Self::commit_history`] with `dead`, what [`Self::dead_under`]
+    /// said of `h`, already known.
+    fn commit_history_freeing(&mut self, h: History, dead: Vec<u64>) -> Result<Freed> {
         let per_cp = MetaKind::Cpfile.per_block(self.bs) as u64;
         // Their DAT entries go to the journal.
         let dat_blocks = self.dat.cost_of_changes(dead.len() as u64);
@@ -308,10 +314,15 @@ impl State {
             // seconds kept that going on an idle filesystem, 5 blocks a
             // checkpoint, until a full one had used up its reserve and
             // could not even unlink (docs/RELIABILITY.md, §5).
-            if n == 0 || self.dead_under(&h).is_empty() {
+            let dead = if n == 0 {
+                Vec::new()
+            } else {
+                self.dead_under(&h)
+            };
+            if dead.is_empty() {
                 return Ok((0, Freed::default()));
             }
-            match self.commit_history(h) {
+            match self.commit_history_freeing(h, dead) {
                 Ok(f) => return Ok((n, f)),
                 Err(Error::NoSpace) if n > 1 => limit = (n / 2) as usize,
                 Err(e) => return Err(e),

@@ -70,6 +70,16 @@ pub struct Dat {
     /// Entries [`is_current`]: kept as they change, not counted at each
     /// checkpoint (a scan of the whole table under the state lock).
     current: u64,
+    /// Bit `v` set if entry `v` [`is_retired`]: a cleaner's expiry of old
+    /// checkpoints looks only at these, twice a pass. Scanning the whole
+    /// table for them under the state lock (half a million entries on a
+    /// 2 GiB filesystem) stalled writes for milliseconds every pass.
+    retired: Vec<u64>,
+}
+
+/// Whether `e` is kept only for checkpoints: placed, then retired.
+fn is_retired(e: &DatEntry) -> bool {
+    e.phys != 0 && e.phys != u64::MAX && e.end_cno != CNO_LIVE
 }
 
 /// Whether `e` is used by the current state (placed or being placed).
@@ -106,6 +116,10 @@ impl Dat {
             entries.push(DatEntry::default());
         }
         let current = entries.iter().filter(|e| is_current(e)).count() as u64;
+        let mut retired = vec![0u64; entries.len().div_ceil(64)];
+        for (v, _) in entries.iter().enumerate().filter(|(_, e)| is_retired(e)) {
+            retired[v / 64] |= 1 << (v % 64);
+        }
         Dat {
             entries,
             free,
@@ -117,17 +131,25 @@ impl Dat {
             journal: Vec::new(),
             journal_force: BTreeSet::new(),
             current,
+            retired,
         }
     }
 
     /// Sets `v`'s entry (`v` within the table), keeping the count of
-    /// current entries.
+    /// current entries and the set of retired ones.
     fn set(&mut self, v: u64, e: DatEntry) {
         let old = std::mem::replace(&mut self.entries[v as usize], e);
         match (is_current(&old), is_current(&e)) {
             (false, true) => self.current += 1,
             (true, false) => self.current -= 1,
             _ => {}
+        }
+        if is_retired(&old) != is_retired(&e) {
+            let (w, bit) = (v as usize / 64, 1u64 << (v % 64));
+            if w >= self.retired.len() {
+                self.retired.resize(w + 1, 0);
+            }
+            self.retired[w] ^= bit;
         }
     }
 
@@ -331,11 +353,23 @@ impl Dat {
 
     /// Retired entries still holding a block: (virtual, entry).
     pub fn iter_retired(&self) -> impl Iterator<Item = (u64, DatEntry)> + '_ {
-        self.entries
+        debug_assert_eq!(
+            self.retired
+                .iter()
+                .map(|w| u64::from(w.count_ones()))
+                .sum::<u64>(),
+            self.entries.iter().filter(|e| is_retired(e)).count() as u64
+        );
+        self.retired
             .iter()
             .enumerate()
-            .filter(|(_, e)| e.phys != 0 && e.phys != u64::MAX && e.end_cno != CNO_LIVE)
-            .map(|(i, e)| (i as u64, *e))
+            .filter(|(_, &w)| w != 0)
+            .flat_map(|(i, &w)| {
+                (0..64)
+                    .filter(move |b| w & (1 << b) != 0)
+                    .map(move |b| (i * 64 + b) as u64)
+            })
+            .map(|v| (v, self.entries[v as usize]))
     }
 
     /// Entries used by the current state.
@@ -591,6 +625,63 @@ mod tests {
                 journal.push(blk);
             }
         }
+    }
+
+    /// The retired set follows every change: random allocations,
+    /// placements, retirements (some at once freed), frees, claims and
+    /// reloads, against a scan of the whole table.
+    #[test]
+    fn retired_entries_are_tracked_through_every_change() {
+        let scan = |d: &Dat| -> Vec<(u64, DatEntry)> {
+            d.entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| is_retired(e))
+                .map(|(v, e)| (v as u64, *e))
+                .collect()
+        };
+        let mut d = Dat::new(vec![DatEntry::default()], 1024);
+        let mut rng = 0x9e37_79b9_u64;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut cno = 2;
+        for i in 0..2000 {
+            let r = next();
+            let v = 1 + r % d.nslots().max(1);
+            match (r >> 32) % 6 {
+                0 | 1 => {
+                    let v = d.alloc();
+                    d.assign(v, 1000 + v, cno);
+                }
+                2 => {
+                    d.retire(v, cno);
+                }
+                3 => {
+                    if d.entry(v).end_cno != CNO_LIVE {
+                        d.free(v);
+                    }
+                }
+                4 => {
+                    d.claim(d.nslots() + r % 70);
+                    cno += 1;
+                    d.release_pending();
+                }
+                _ => cno += 1,
+            }
+            if i % 300 == 0 {
+                d = Dat::new(d.entries.clone(), 1024);
+            }
+            assert_eq!(
+                d.iter_retired().collect::<Vec<_>>(),
+                scan(&d),
+                "after step {i}"
+            );
+        }
+        assert!(!scan(&d).is_empty());
     }
 
     #[test]
