@@ -54,6 +54,16 @@ fn verify(fs: &Fs, ino: u64, nblocks: u64, ver: impl Fn(u64) -> u64, when: &str)
     }
 }
 
+/// Unmounts `fs`, mounts `dev` again and verifies as [`verify`] does,
+/// then unmounts: what cleaning did is on the device.
+fn verify_after_remount(dev: &Arc<MemDevice>, fs: Arc<Fs>, ino: u64, nblocks: u64, ver: &[u64]) {
+    fs.unmount().unwrap();
+    drop(fs);
+    let fs = mount(dev);
+    verify(&fs, ino, nblocks, |b| ver[b as usize], "after remount");
+    fs.unmount().unwrap();
+}
+
 /// Writes version 0 of blocks `0..nblocks` of `ino`, then syncs.
 fn fill(fs: &Fs, ino: u64, nblocks: u64) {
     for b in 0..nblocks {
@@ -127,11 +137,7 @@ fn cleaning_moves_live_blocks_and_frees_segments() {
     let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
     assert!(get("device_gc_bytes_written") > 0);
     assert!(get("gc_passes") >= 1);
-    fs.unmount().unwrap();
-    drop(fs);
-    let fs = mount(&dev);
-    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
-    fs.unmount().unwrap();
+    verify_after_remount(&dev, fs, f.ino, nblocks, &ver);
 }
 
 /// File data in the GC-flagged logs of the side heads, on the device.
@@ -215,11 +221,7 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
     ));
     fs.sync().unwrap();
     verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after cleaning");
-    fs.unmount().unwrap();
-    drop(fs);
-    let fs = mount(&dev);
-    verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
-    fs.unmount().unwrap();
+    verify_after_remount(&dev, fs, f.ino, nblocks, &ver);
 }
 
 /// For each block of `ino` whose live copy a cleaner's log holds, the
@@ -293,11 +295,7 @@ fn cleaning_sends_young_survivors_apart_from_old_ones_by_age() {
             "segments of young blocks {young:?}, of old ones {old:?}"
         );
         verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after cleaning");
-        fs.unmount().unwrap();
-        drop(fs);
-        let fs = mount(&dev);
-        verify(&fs, f.ino, nblocks, |b| ver[b as usize], "after remount");
-        fs.unmount().unwrap();
+        verify_after_remount(&dev, fs, f.ino, nblocks, &ver);
     }
 }
 
