@@ -54,28 +54,25 @@ pub fn lower_this_thread() {
 mod tests {
     use super::*;
 
+    /// The nice value of the calling thread, from /proc (field 19 of its
+    /// stat, the 17th after the parenthesised name).
+    fn my_nice() -> i32 {
+        let tid = nix::unistd::gettid().as_raw();
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        let after = stat.rsplit(')').next().unwrap();
+        after.split_whitespace().nth(16).unwrap().parse().unwrap()
+    }
+
     #[test]
     fn lowers_only_the_calling_thread() {
-        let tid = std::thread::spawn(|| {
+        let lowered = std::thread::spawn(|| {
             lower_this_thread();
-            let tid = nix::unistd::gettid().as_raw();
-            let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
-            // Field 19 is the nice value (after the parenthesised name).
-            let after = stat.rsplit(')').next().unwrap();
-            after
-                .split_whitespace()
-                .nth(16)
-                .unwrap()
-                .parse::<i32>()
-                .unwrap()
+            my_nice()
         })
         .join()
         .unwrap();
-        assert_eq!(tid, CLEANING_NICE);
-        let me = nix::unistd::gettid().as_raw();
-        let stat = std::fs::read_to_string(format!("/proc/self/task/{me}/stat")).unwrap();
-        let after = stat.rsplit(')').next().unwrap();
-        let nice: i32 = after.split_whitespace().nth(16).unwrap().parse().unwrap();
+        assert_eq!(lowered, CLEANING_NICE);
+        let nice = my_nice();
         assert!(
             nice < CLEANING_NICE,
             "the test's own thread was lowered too: {nice}"
