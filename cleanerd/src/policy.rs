@@ -219,8 +219,9 @@ pub fn separates_writes(policy: Policy) -> bool {
 /// `CLEAN_WARM_YOUNG`): a victim holds hot survivors and cold ones, and
 /// [`warm_victims`] can only send all of them to one head. Through fsd,
 /// 80/20 overwrites at 90 % cost 7.8 device bytes a user byte without it
-/// and 7.1–7.3 with it (cost-benefit 7.3–7.6); the hot data had been
-/// spread over a hundred segments of mostly cold data.
+/// and 7.2–7.3 with it (cost-benefit 7.4–7.8; bench/RESULTS-cleaning.md);
+/// the hot data had been spread over a hundred segments of mostly cold
+/// data.
 pub fn warms_young(policy: Policy) -> bool {
     policy == Policy::DecliningCost
 }
