@@ -534,6 +534,11 @@ fn a_write_out_of_space_waits_for_an_active_cleaner() {
 /// placement).
 fn cleaner_thread(fs: &Arc<Fs>, stop: &Arc<AtomicBool>, placed: bool) -> JoinHandle<()> {
     let (fs, stop) = (fs.clone(), stop.clone());
+    // At work from the start, as a cleanerd polling before the writes
+    // begin: noted in the thread only, the first writes out of space
+    // could come before the thread first ran (on a loaded machine, at
+    // write 646 of 2,000) and fail at once instead of waiting for it.
+    fs.note_cleaner();
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             // What fsd does when cleanerd polls the segment counts.

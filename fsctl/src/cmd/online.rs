@@ -232,8 +232,15 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
 }
 
 /// A latency histogram summarised: name, p50, p99, max (bucket upper
-/// bounds, ns) and count.
-type Latency = (String, Option<u64>, Option<u64>, Option<u64>, u64);
+/// bounds, ns), count, and its buckets (upper bound in ns, count).
+type Latency = (
+    String,
+    Option<u64>,
+    Option<u64>,
+    Option<u64>,
+    u64,
+    Vec<(u64, u64)>,
+);
 
 /// `fsctl stat`: the engine's counters and latencies.
 pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
@@ -269,6 +276,7 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
                 lfs::stats::quantile(&b, 0.99),
                 lfs::stats::quantile(&b, 1.0),
                 n,
+                b,
             )
         })
         .collect();
@@ -280,7 +288,15 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             .collect();
         let l: Vec<_> = lat
             .iter()
-            .map(|(n, p50, p99, max, count)| json!({"name": n, "count": count, "p50_ns_below": p50, "p99_ns_below": p99, "max_ns_below": max}))
+            .map(|(n, p50, p99, max, count, b)| {
+                // Every bucket, so that a benchmark can take the
+                // difference of two readings (a phase's own histogram).
+                let buckets: Vec<_> = b
+                    .iter()
+                    .map(|&(below, n)| json!({"below_ns": below, "count": n}))
+                    .collect();
+                json!({"name": n, "count": count, "p50_ns_below": p50, "p99_ns_below": p99, "max_ns_below": max, "buckets": buckets})
+            })
             .collect();
         println!(
             "{}",
@@ -307,7 +323,7 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             }
         })
     };
-    for (n, p50, p99, max, count) in &lat {
+    for (n, p50, p99, max, count, _) in &lat {
         println!(
             "{n:<28} {count:>8} {:>12} {:>12} {:>12}",
             show(p50),

@@ -13,6 +13,23 @@
 //! it is not restored afterwards (lowering a nice value needs
 //! CAP_SYS_NICE), which only affects later requests on that connection,
 //! cleanerd's own.
+//!
+//! A nice value was not enough: the kernel (PREEMPT_NONE, as most
+//! servers') lets a thread in a long read or write run on, and a nice-10
+//! pass still ran for 8.5 ms at a stretch while a FUSE thread and fio
+//! waited 5 to 7 ms for that CPU, the other one idle (`perf sched
+//! timehist`; seed 004's sequential max 3× the run without a cleaner).
+//! So the phases of a pass that hold no lock (reading the victims'
+//! summaries and live blocks: half its CPU) run in `SCHED_IDLE`: a CPU
+//! running only such a thread counts as idle when a writer wakes, and the
+//! writer preempts it. So does the sealing and writing of the pass's
+//! checkpoint, which holds only the checkpoint lock. The phases under the
+//! state lock stay at the nice value: starved by unrelated work while
+//! holding it, the pass would stall every writer. Whoever has to wait
+//! for the pass (for the checkpoint lock, or for the space it frees)
+//! first returns it to `SCHED_OTHER` ([`Inheritance`]), as a
+//! priority-inheriting mutex would. With this, seed 004's worst write
+//! with cleanerd was within the spread of the runs without it.
 
 /// The nice value a cleaning pass runs at (0 is the default, 19 the
 /// lowest priority): far enough below the writers that they preempt it,
@@ -50,6 +67,153 @@ pub fn lower_this_thread() {
     }
 }
 
+/// True if a thread may leave `SCHED_IDLE` again (CAP_SYS_NICE, or an
+/// RLIMIT_NICE that allows it), found once by a probe thread that tries.
+/// Without it [`idle`] does not use `SCHED_IDLE`: a pass stuck in it
+/// would take the state lock at the idle priority.
+fn idle_reversible() -> bool {
+    static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *PROBE.get_or_init(|| {
+        let probe = std::thread::spawn(|| {
+            set_policy(nix::libc::SCHED_IDLE).is_ok() && set_policy(nix::libc::SCHED_OTHER).is_ok()
+        });
+        let ok = probe.join().unwrap_or(false);
+        if !ok {
+            log::info!(
+                "cleaning passes run at nice {CLEANING_NICE} only: this process may not \
+                 leave SCHED_IDLE (no CAP_SYS_NICE), so it never enters it"
+            );
+        }
+        ok
+    })
+}
+
+/// Sets the calling thread's scheduling policy (priority 0, the only one
+/// of the fair policies); the nice value is kept.
+fn set_policy(policy: nix::libc::c_int) -> std::io::Result<()> {
+    let param = nix::libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param that outlives the call; pid
+    // 0 is the calling thread.
+    #[allow(unsafe_code)]
+    let r = unsafe { nix::libc::sched_setscheduler(0, policy, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Runs `f`, which must hold no lock that writers, fsync or checkpoints
+/// wait for, with the calling thread in `SCHED_IDLE` (see the module
+/// doc), and returns the thread to `SCHED_OTHER` (its nice value kept)
+/// after, however `f` ends. Where the thread could not come back, `f`
+/// simply runs at the thread's nice value.
+fn idle<T>(f: impl FnOnce() -> T) -> T {
+    struct Back;
+    impl Drop for Back {
+        fn drop(&mut self) {
+            if let Err(e) = set_policy(nix::libc::SCHED_OTHER) {
+                // The probe said it works; if it stops working the pass
+                // goes on at the idle priority, which is slow, not wrong.
+                log::warn!("cleaning pass: could not leave SCHED_IDLE: {e}");
+            }
+        }
+    }
+    if !idle_reversible() {
+        return f();
+    }
+    if let Err(e) = set_policy(nix::libc::SCHED_IDLE) {
+        log::debug!("cleaning pass: could not enter SCHED_IDLE: {e}");
+        return f();
+    }
+    let _back = Back;
+    f()
+}
+
+/// Priority inheritance for work run in `SCHED_IDLE` that others may
+/// have to wait for ([`Self::idle_holding`]; a cleaning pass): a thread
+/// about to wait for it ([`Self::waiter`]) first puts the worker back in
+/// `SCHED_OTHER`, so that the wait is as long as the work, not as long as
+/// the CPUs take to be idle. (A pass starved by unrelated work while a
+/// writer waited for the space it frees, or for the checkpoint lock it
+/// holds, would stall that writer as long as the starvation lasts.)
+#[derive(Debug, Default)]
+pub struct Inheritance {
+    /// The worker running in `SCHED_IDLE` (its thread id), or 0.
+    idle_tid: std::sync::atomic::AtomicI32,
+    /// Threads waiting for the work.
+    waiters: std::sync::atomic::AtomicUsize,
+}
+
+/// A thread waiting for an [`Inheritance`]'s work, until dropped.
+pub struct Waiter<'a>(&'a Inheritance);
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.0
+            .waiters
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Inheritance {
+    /// Runs `f` in `SCHED_IDLE` ([`idle`]) unless someone waits for the
+    /// work (then, or from when someone starts to, in `SCHED_OTHER` at the
+    /// thread's nice value).
+    pub fn idle_holding<T>(&self, f: impl FnOnce() -> T) -> T {
+        use std::sync::atomic::Ordering::SeqCst;
+        struct Clear<'a>(&'a std::sync::atomic::AtomicI32);
+        impl Drop for Clear<'_> {
+            fn drop(&mut self) {
+                self.0.store(0, SeqCst);
+            }
+        }
+        idle(|| {
+            // A waiter raises the count before it reads the id, and the
+            // worker publishes the id (SCHED_IDLE is already set) before
+            // it reads the count: one of them sees the other, so either
+            // the waiter raises the worker or the worker raises itself.
+            self.idle_tid.store(nix::unistd::gettid().as_raw(), SeqCst);
+            let _clear = Clear(&self.idle_tid);
+            if self.waiters.load(SeqCst) > 0 {
+                let _ = set_policy(nix::libc::SCHED_OTHER);
+            }
+            f()
+        })
+    }
+
+    /// Counts the caller as waiting for the work until the result is
+    /// dropped, and returns a worker in `SCHED_IDLE` to `SCHED_OTHER`.
+    pub fn waiter(&self) -> Waiter<'_> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.waiters.fetch_add(1, SeqCst);
+        let tid = self.idle_tid.load(SeqCst);
+        if tid != 0 {
+            // Errors are ignored: the worker may have left its idle phase
+            // (and even ended) since it was read; then there is nothing
+            // to raise.
+            let param = nix::libc::sched_param { sched_priority: 0 };
+            // SAFETY: `param` is valid for the call; `tid` is a thread id
+            // of this process (at worst a stale one, which fails).
+            #[allow(unsafe_code)]
+            unsafe {
+                nix::libc::sched_setscheduler(tid, nix::libc::SCHED_OTHER, &param);
+            }
+        }
+        Waiter(self)
+    }
+}
+
+/// The calling thread's scheduling policy.
+#[cfg(test)]
+fn my_policy() -> nix::libc::c_int {
+    // SAFETY: plain integer argument; pid 0 is the calling thread.
+    #[allow(unsafe_code)]
+    unsafe {
+        nix::libc::sched_getscheduler(0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,6 +240,93 @@ mod tests {
         assert!(
             nice < CLEANING_NICE,
             "the test's own thread was lowered too: {nice}"
+        );
+    }
+
+    /// Inside `idle` the thread is SCHED_IDLE (where it may come back,
+    /// as root can); after it, SCHED_OTHER at the nice value it had, also
+    /// when `f` panics.
+    #[test]
+    fn idle_runs_f_in_sched_idle_and_comes_back() {
+        std::thread::spawn(|| {
+            lower_this_thread();
+            let inside = idle(my_policy);
+            assert_eq!(my_policy(), nix::libc::SCHED_OTHER);
+            assert_eq!(my_nice(), CLEANING_NICE, "the nice value was lost");
+            if idle_reversible() {
+                assert_eq!(inside, nix::libc::SCHED_IDLE);
+            } else {
+                assert_eq!(inside, nix::libc::SCHED_OTHER);
+            }
+            let r = std::panic::catch_unwind(|| idle(|| panic!("in the idle phase")));
+            assert!(r.is_err());
+            assert_eq!(my_policy(), nix::libc::SCHED_OTHER, "a panic left it idle");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// The tests run as root (fsd mounts need it), where leaving
+    /// SCHED_IDLE is allowed: without this, the test above would only
+    /// check the fallback.
+    #[test]
+    fn root_may_come_back_from_sched_idle() {
+        assert!(
+            idle_reversible(),
+            "SCHED_IDLE cannot be left (the tests run as root, as fsd does)"
+        );
+    }
+
+    /// A thread that waits for the work (here, a lock its worker holds)
+    /// returns the idle worker to SCHED_OTHER at once; without waiters the
+    /// worker stays idle.
+    #[test]
+    fn a_waiter_returns_the_idle_holder_to_sched_other() {
+        use std::sync::{Arc, Barrier, Mutex};
+        let pi = Arc::new(Inheritance::default());
+        let lock = Arc::new(Mutex::new(()));
+        let held = Arc::new(Barrier::new(2));
+        let waiting = Arc::new(Barrier::new(2));
+        let holder = {
+            let (pi, lock, held, waiting) =
+                (pi.clone(), lock.clone(), held.clone(), waiting.clone());
+            std::thread::spawn(move || {
+                let _g = lock.lock().unwrap();
+                pi.idle_holding(|| {
+                    let before = my_policy();
+                    held.wait();
+                    waiting.wait();
+                    // The waiter has boosted us before it blocks.
+                    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                    while my_policy() != nix::libc::SCHED_OTHER
+                        && std::time::Instant::now() < deadline
+                    {
+                        std::thread::yield_now();
+                    }
+                    (before, my_policy())
+                })
+            })
+        };
+        held.wait();
+        let w = {
+            let (pi, lock, waiting) = (pi.clone(), lock.clone(), waiting.clone());
+            std::thread::spawn(move || {
+                let _w = pi.waiter();
+                waiting.wait();
+                drop(lock.lock().unwrap());
+            })
+        };
+        let (before, after) = holder.join().unwrap();
+        w.join().unwrap();
+        assert_eq!(
+            before,
+            nix::libc::SCHED_IDLE,
+            "no waiter yet: the holder should be idle"
+        );
+        assert_eq!(
+            after,
+            nix::libc::SCHED_OTHER,
+            "the waiter did not boost the holder"
         );
     }
 }

@@ -8,14 +8,17 @@
 //! 2. check the segments (in range, dirty, not a log head), with the
 //!    checkpoint lock held for a moment so that no checkpoint is being
 //!    written into them;
-//! 3. read their summaries and the live blocks with no lock held: writers
-//!    and fsync never wait for cleaning's reads (seed 004);
+//! 3. read their summaries and the live blocks with no lock held, in
+//!    SCHED_IDLE (`background.rs`): writers and fsync never wait for
+//!    cleaning's reads, for a lock or for a CPU (seed 004);
 //! 4. under the state lock, keep the blocks that are still where they were
 //!    and queue them; metadata blocks of the DAT, checkpoint and segment
 //!    usage files are simply marked for rewriting;
-//! 5. write a checkpoint, which puts the queued blocks in the cold log
-//!    (logs flagged GC, without a super root), points their DAT entries at
-//!    the new copies and frees the emptied segments.
+//! 5. write a checkpoint (sealed and written in SCHED_IDLE, raised back
+//!    by whoever waits for the checkpoint lock), which puts the queued
+//!    blocks in the cold log (logs flagged GC, without a super root),
+//!    points their DAT entries at the new copies and frees the emptied
+//!    segments.
 //!
 //! A second pass while one runs gets Busy.
 
@@ -24,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use crate::format::{BlockKind, CPFILE_INO, DATJ_INO, DAT_INO, SUFILE_INO};
-use crate::fs::{lock, Fs};
+use crate::fs::Fs;
 use crate::inspect::dump_segment;
 use crate::stats::Stats;
 use crate::{Error, Result};
@@ -229,7 +232,7 @@ impl Fs {
 
         // 2. Check them, with no checkpoint in flight.
         let (dev, sb) = {
-            let _c = lock(&self.ckpt);
+            let _c = self.lock_ckpt();
             let st = self.st();
             st.writable()?;
             for &s in &victims {
@@ -261,16 +264,20 @@ impl Fs {
 
         // 3. Summaries, without locks: the segments are full and no
         // checkpoint writes into a dirty segment that is not a head.
-        let mut found = Vec::new();
-        for &s in &victims {
-            let d = dump_segment(dev.as_ref(), &sb, s)?;
-            for log in d.logs {
-                let first = log.block + u64::from(log.summary.header.nsummary_blocks);
-                for (i, e) in log.summary.entries.iter().enumerate() {
-                    found.push((first + i as u64, *e));
+        // In SCHED_IDLE, as the reads of 3b: nothing is held.
+        let found = self.pass_pi.idle_holding(|| -> Result<Vec<_>> {
+            let mut found = Vec::new();
+            for &s in &victims {
+                let d = dump_segment(dev.as_ref(), &sb, s)?;
+                for log in d.logs {
+                    let first = log.block + u64::from(log.summary.header.nsummary_blocks);
+                    for (i, e) in log.summary.entries.iter().enumerate() {
+                        found.push((first + i as u64, *e));
+                    }
                 }
             }
-        }
+            Ok(found)
+        })?;
         let bs = sb.block_size as usize;
         let (wanted, meta) = {
             let mut st = self.st();
@@ -373,7 +380,11 @@ impl Fs {
         // 3b. The live blocks, without locks. The victims cannot be reused
         // meanwhile: they are not clean, and only this pass frees them.
         // Physically consecutive blocks are read together.
-        let read = match read_live(dev.as_ref(), &wanted, bs) {
+        // In SCHED_IDLE: a writer that wakes takes the CPU at once.
+        let read = match self
+            .pass_pi
+            .idle_holding(|| read_live(dev.as_ref(), &wanted, bs))
+        {
             Ok(r) => r,
             Err(e) => {
                 self.st().gc_booked = 0;
@@ -411,7 +422,7 @@ impl Fs {
         // 5. The checkpoint that moves them and frees the segments.
         let before = self.stats.gc_bytes.load(Ordering::Relaxed);
         let ckpts = self.stats.checkpoints.load(Ordering::Relaxed);
-        self.checkpoint_covering(want, true)?;
+        self.checkpoint_covering_as(want, true, true)?;
         let after = self.stats.gc_bytes.load(Ordering::Relaxed);
         if self.stats.checkpoints.load(Ordering::Relaxed) != ckpts {
             Stats::add(&self.stats.gc_checkpoints, 1);

@@ -10,7 +10,7 @@
 
 use std::time::Instant;
 
-use super::{lock, now_ns, Fs};
+use super::{now_ns, Fs};
 use crate::checkpoint::build::Run;
 use crate::checkpoint::dsync::FileSync;
 use crate::stats::Stats;
@@ -22,7 +22,7 @@ impl Fs {
     /// checkpoint.
     pub(super) fn data_sync(&self, ino: u64) -> Result<()> {
         self.st().dsync_waiting.insert(ino);
-        let ckpt = lock(&self.ckpt);
+        let ckpt = self.lock_ckpt();
         let mut st = self.st();
         st.dsync_waiting.remove(&ino);
         if let Some(r) = self.durable_refusal(&st) {

@@ -174,7 +174,7 @@ impl Fs {
     /// is held by anyone.
     fn write_frozen_state(&self) -> Result<u64> {
         self.sync()?;
-        let _c = lock(&self.ckpt);
+        let _c = self.lock_ckpt();
         let mut st = self.st();
         if !self.read_only && st.read_only.is_none() && st.sb_written_cno != st.sb.last_cno {
             // The superblock names the checkpoint just written, so a copy

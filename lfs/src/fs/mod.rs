@@ -60,6 +60,11 @@ const READDIR_BATCH: usize = 256;
 pub struct Fs {
     state: Mutex<State>,
     ckpt: Mutex<()>,
+    /// A cleaning pass reads its victims, and seals and writes its
+    /// checkpoint, in SCHED_IDLE; whoever waits for it meanwhile (for
+    /// `ckpt`, [`Self::lock_ckpt`], or for space,
+    /// [`Self::waiting_for_space`]) raises it back.
+    pass_pi: background::Inheritance,
     reuse: RwLock<()>,
     opts: Mutex<MountOptions>,
     timer: Arc<Timer>,
@@ -150,6 +155,7 @@ impl Fs {
             dirty_bytes: Default::default(),
             state: Mutex::new(st),
             ckpt: Mutex::new(()),
+            pass_pi: Default::default(),
             reuse: RwLock::new(()),
             read_only: opts.read_only,
             device: opts.device.clone(),
@@ -237,7 +243,15 @@ impl Fs {
     }
 
     fn checkpoint_covering(&self, want: u64, minor: bool) -> Result<()> {
-        let r = self.checkpoint_locked(want, minor);
+        self.checkpoint_covering_as(want, minor, false)
+    }
+
+    /// [`Self::checkpoint_covering`]; `background` (a cleaning pass's
+    /// own checkpoint) seals and writes the logs in SCHED_IDLE, raised
+    /// back as soon as someone waits for the checkpoint lock
+    /// (`background.rs`).
+    fn checkpoint_covering_as(&self, want: u64, minor: bool, background: bool) -> Result<()> {
+        let r = self.checkpoint_locked(want, minor, background);
         let mut d = lock(&self.timer.done);
         d.0 += 1;
         if let Err(e) = &r {
@@ -247,8 +261,21 @@ impl Fs {
         r
     }
 
-    fn checkpoint_locked(&self, want: u64, minor: bool) -> Result<()> {
-        let _c = lock(&self.ckpt);
+    /// The checkpoint lock. A thread that has to wait for it first raises
+    /// a cleaning pass holding it in SCHED_IDLE ([`background::Inheritance`]).
+    fn lock_ckpt(&self) -> MutexGuard<'_, ()> {
+        match self.ckpt.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let _boost = self.pass_pi.waiter();
+                lock(&self.ckpt)
+            }
+        }
+    }
+
+    fn checkpoint_locked(&self, want: u64, minor: bool, background: bool) -> Result<()> {
+        let _c = self.lock_ckpt();
         let mut st = self.st();
         // Frozen, nothing can have changed since the freeze's checkpoint
         // (every change waits at the gate), and nothing may be written.
@@ -283,8 +310,8 @@ impl Fs {
         let (dev, seed) = (st.dev.clone(), st.seed);
         drop(st);
         let bs = self.bs;
-        plan.seal(bs as usize, seed);
-        let io = (|| -> Result<()> {
+        let mut seal_and_write = || -> Result<()> {
+            plan.seal(bs as usize, seed);
             for (i, run) in plan.runs.iter().enumerate() {
                 // The cold log is durable before the logs that end in the
                 // super root (see `Plan::cold_runs`).
@@ -311,7 +338,12 @@ impl Fs {
                     e,
                 )
             })
-        })();
+        };
+        let io = if background {
+            self.pass_pi.idle_holding(seal_and_write)
+        } else {
+            seal_and_write()
+        };
         let blocks_written: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         let io_time = t0.elapsed().saturating_sub(built);
         let bytes: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() * bs;
@@ -427,7 +459,7 @@ impl Fs {
             return Ok(());
         }
         self.sync()?;
-        let _c = lock(&self.ckpt);
+        let _c = self.lock_ckpt();
         let mut st = self.st();
         if st.read_only.is_some() {
             return Ok(());
@@ -717,6 +749,8 @@ impl Fs {
         let most = lock(&self.opts).space_wait;
         if matches!(r, Err(Error::NoSpace)) && !most.is_zero() && self.cleaner_active() {
             Stats::add(&self.stats.space_waits, 1);
+            // The pass this waits for must not wait for an idle CPU.
+            let _boost = self.pass_pi.waiter();
             while matches!(r, Err(Error::NoSpace)) && t.elapsed() < most && self.cleaner_active() {
                 let kick = match space {
                     // It frees nothing until a checkpoint records it and

@@ -161,7 +161,7 @@ impl Fs {
     /// so neither copy is caught half-written; FUSE requests do not wait
     /// for it.
     pub fn superblock_copies(&self) -> Result<SuperblockBytes> {
-        let _c = super::lock(&self.ckpt);
+        let _c = self.lock_ckpt();
         let (dev, offset) = {
             let st = self.st();
             (
