@@ -662,6 +662,9 @@ def main():
             print(f"--repeat {a.repeat}: must be at least 1", file=sys.stderr)
             return 2
         m["repeat"] = a.repeat
+    if a.wa_from and a.only != "seed004":
+        print("--wa-from: only with --only seed004 (the WA cells come from that file)", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("bench/cleaning.py needs root (fsd mounts)", file=sys.stderr)
         return 1
@@ -683,7 +686,10 @@ def main():
     wa_run = None
     if a.wa_from:
         earlier = json.load(open(a.wa_from))
-        wa_rows, wa_run = earlier["wa"], earlier["meta"]
+        # The run that measured them (itself, or the one it took them from).
+        wa_rows, wa_run = earlier["wa"], earlier["meta"].get("wa_run", earlier["meta"])
+        # Kept in this run's JSON, as the report keeps the earlier cells.
+        wa_all = earlier.get("wa_each_run", [])
 
     try:
         if a.only in (None, "wa"):

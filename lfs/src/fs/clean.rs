@@ -8,19 +8,18 @@
 //! 2. check the segments (in range, dirty, not a log head), with the
 //!    checkpoint lock held for a moment so that no checkpoint is being
 //!    written into them;
-//! 3. read their summaries and the live blocks with no lock held, in
-//!    SCHED_IDLE (`background.rs`): writers and fsync never wait for
-//!    cleaning's reads, for a lock or for a CPU (seed 004);
+//! 3. read their summaries and the live blocks with no lock held: writers
+//!    and fsync never wait for cleaning's reads (seed 004);
 //! 4. under the state lock, keep the blocks that are still where they were
 //!    and queue them; metadata blocks of the DAT, checkpoint and segment
 //!    usage files are simply marked for rewriting;
-//! 5. write a checkpoint (sealed and written in SCHED_IDLE, raised back
-//!    by whoever waits for the checkpoint lock), which puts the queued
-//!    blocks in the cold log (logs flagged GC, without a super root),
-//!    points their DAT entries at the new copies and frees the emptied
-//!    segments.
+//! 5. write a checkpoint, which puts the queued blocks in the cold log
+//!    (logs flagged GC, without a super root), points their DAT entries
+//!    at the new copies and frees the emptied segments.
 //!
-//! A second pass while one runs gets Busy.
+//! The whole pass runs in SCHED_IDLE, so that writers never wait for a
+//! CPU it has, and whoever waits for it raises it until it next holds
+//! nothing (`background.rs`). A second pass while one runs gets Busy.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
@@ -204,9 +203,23 @@ impl Fs {
         }
         let _running = Running(&self.cleaning);
         super::background::lower_this_thread();
+        let victims: BTreeSet<u64> = segments.iter().copied().collect();
+        // The whole pass in SCHED_IDLE; whoever waits for it raises it
+        // until it next holds nothing (`relax`; background.rs).
+        self.pass_pi
+            .idle_holding(|| self.pass(&victims, placement, protection))
+    }
+
+    /// The body of [`Self::clean_segments_placed`], in SCHED_IDLE.
+    fn pass(
+        &self,
+        victims: &BTreeSet<u64>,
+        placement: &Placement,
+        protection: Duration,
+    ) -> Result<CleanReport> {
+        let warm = &placement.warm;
         self.st().separate_writes = placement.separate_writes;
         let mut report = CleanReport::default();
-        let victims: BTreeSet<u64> = segments.iter().copied().collect();
         // 1. Expired checkpoints go in memory; the pass's own checkpoint
         // makes that durable (one checkpoint a pass: writing one for the
         // deletion as well doubled cleaning's metadata writes). Without
@@ -216,6 +229,7 @@ impl Fs {
             Err(Error::NoSpace) if !victims.is_empty() => None,
             r => Some(r?),
         };
+        self.pass_pi.relax();
         if let Some(e) = &expired {
             report.checkpoints_deleted = e.deleted;
             report.blocks_freed = e.blocks_freed;
@@ -235,7 +249,7 @@ impl Fs {
             let _c = self.lock_ckpt();
             let st = self.st();
             st.writable()?;
-            for &s in &victims {
+            for &s in victims {
                 if s >= st.segs.len() {
                     return Err(Error::InvalidArgument(format!(
                         "segment {s} is out of range (the filesystem has {})",
@@ -261,23 +275,20 @@ impl Fs {
             }
             (st.dev.clone(), st.sb.clone())
         };
+        self.pass_pi.relax();
 
         // 3. Summaries, without locks: the segments are full and no
         // checkpoint writes into a dirty segment that is not a head.
-        // In SCHED_IDLE, as the reads of 3b: nothing is held.
-        let found = self.pass_pi.idle_holding(|| -> Result<Vec<_>> {
-            let mut found = Vec::new();
-            for &s in &victims {
-                let d = dump_segment(dev.as_ref(), &sb, s)?;
-                for log in d.logs {
-                    let first = log.block + u64::from(log.summary.header.nsummary_blocks);
-                    for (i, e) in log.summary.entries.iter().enumerate() {
-                        found.push((first + i as u64, *e));
-                    }
+        let mut found = Vec::new();
+        for &s in victims {
+            let d = dump_segment(dev.as_ref(), &sb, s)?;
+            for log in d.logs {
+                let first = log.block + u64::from(log.summary.header.nsummary_blocks);
+                for (i, e) in log.summary.entries.iter().enumerate() {
+                    found.push((first + i as u64, *e));
                 }
             }
-            Ok(found)
-        })?;
+        }
         let bs = sb.block_size as usize;
         let (wanted, meta) = {
             let mut st = self.st();
@@ -376,15 +387,12 @@ impl Fs {
             }
             (wanted, meta.len() as u64)
         };
+        self.pass_pi.relax();
 
         // 3b. The live blocks, without locks. The victims cannot be reused
         // meanwhile: they are not clean, and only this pass frees them.
         // Physically consecutive blocks are read together.
-        // In SCHED_IDLE: a writer that wakes takes the CPU at once.
-        let read = match self
-            .pass_pi
-            .idle_holding(|| read_live(dev.as_ref(), &wanted, bs))
-        {
+        let read = match read_live(dev.as_ref(), &wanted, bs) {
             Ok(r) => r,
             Err(e) => {
                 self.st().gc_booked = 0;
@@ -418,11 +426,12 @@ impl Fs {
             st.mods += 1;
             st.mods
         };
+        self.pass_pi.relax();
 
         // 5. The checkpoint that moves them and frees the segments.
         let before = self.stats.gc_bytes.load(Ordering::Relaxed);
         let ckpts = self.stats.checkpoints.load(Ordering::Relaxed);
-        self.checkpoint_covering_as(want, true, true)?;
+        self.checkpoint_covering(want, true)?;
         let after = self.stats.gc_bytes.load(Ordering::Relaxed);
         if self.stats.checkpoints.load(Ordering::Relaxed) != ckpts {
             Stats::add(&self.stats.gc_checkpoints, 1);

@@ -60,10 +60,10 @@ const READDIR_BATCH: usize = 256;
 pub struct Fs {
     state: Mutex<State>,
     ckpt: Mutex<()>,
-    /// A cleaning pass reads its victims, and seals and writes its
-    /// checkpoint, in SCHED_IDLE; whoever waits for it meanwhile (for
-    /// `ckpt`, [`Self::lock_ckpt`], or for space,
-    /// [`Self::waiting_for_space`]) raises it back.
+    /// A cleaning pass runs in SCHED_IDLE; whoever waits for it (for the
+    /// state lock, [`Self::st`], the checkpoint lock, [`Self::lock_ckpt`],
+    /// or for space, [`Self::waiting_for_space`]) raises it back until it
+    /// next holds nothing.
     pass_pi: background::Inheritance,
     reuse: RwLock<()>,
     opts: Mutex<MountOptions>,
@@ -185,8 +185,24 @@ impl Fs {
         &self.report
     }
 
+    /// The state lock. A thread that has to wait for it first raises a
+    /// cleaning pass in SCHED_IDLE, which may be the holder
+    /// ([`background::Inheritance`]).
     fn st(&self) -> MutexGuard<'_, State> {
-        lock(&self.state)
+        self.lock_raising(&self.state)
+    }
+
+    /// Locks `m`, one of the locks a cleaning pass holds; if that means
+    /// waiting, raises the pass first (it may be the holder).
+    fn lock_raising<'a, T>(&'a self, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
+        match m.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let _boost = self.pass_pi.waiter();
+                lock(m)
+            }
+        }
     }
 
     /// Changes the checkpoint interval, the dirty limit and the wait for
@@ -243,15 +259,7 @@ impl Fs {
     }
 
     fn checkpoint_covering(&self, want: u64, minor: bool) -> Result<()> {
-        self.checkpoint_covering_as(want, minor, false)
-    }
-
-    /// [`Self::checkpoint_covering`]; `background` (a cleaning pass's
-    /// own checkpoint) seals and writes the logs in SCHED_IDLE, raised
-    /// back as soon as someone waits for the checkpoint lock
-    /// (`background.rs`).
-    fn checkpoint_covering_as(&self, want: u64, minor: bool, background: bool) -> Result<()> {
-        let r = self.checkpoint_locked(want, minor, background);
+        let r = self.checkpoint_locked(want, minor);
         let mut d = lock(&self.timer.done);
         d.0 += 1;
         if let Err(e) = &r {
@@ -264,17 +272,10 @@ impl Fs {
     /// The checkpoint lock. A thread that has to wait for it first raises
     /// a cleaning pass holding it in SCHED_IDLE ([`background::Inheritance`]).
     fn lock_ckpt(&self) -> MutexGuard<'_, ()> {
-        match self.ckpt.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                let _boost = self.pass_pi.waiter();
-                lock(&self.ckpt)
-            }
-        }
+        self.lock_raising(&self.ckpt)
     }
 
-    fn checkpoint_locked(&self, want: u64, minor: bool, background: bool) -> Result<()> {
+    fn checkpoint_locked(&self, want: u64, minor: bool) -> Result<()> {
         let _c = self.lock_ckpt();
         let mut st = self.st();
         // Frozen, nothing can have changed since the freeze's checkpoint
@@ -310,7 +311,10 @@ impl Fs {
         let (dev, seed) = (st.dev.clone(), st.seed);
         drop(st);
         let bs = self.bs;
-        let mut seal_and_write = || -> Result<()> {
+        // Made by a cleaning pass, the sealing and writing is in
+        // SCHED_IDLE again, unless someone waits for the pass.
+        self.pass_pi.relax();
+        let io = (|| -> Result<()> {
             plan.seal(bs as usize, seed);
             for (i, run) in plan.runs.iter().enumerate() {
                 // The cold log is durable before the logs that end in the
@@ -338,12 +342,7 @@ impl Fs {
                     e,
                 )
             })
-        };
-        let io = if background {
-            self.pass_pi.idle_holding(seal_and_write)
-        } else {
-            seal_and_write()
-        };
+        })();
         let blocks_written: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         let io_time = t0.elapsed().saturating_sub(built);
         let bytes: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum::<u64>() * bs;
