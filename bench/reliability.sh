@@ -13,7 +13,8 @@
 # 2016 crash images, 0 lost"; a test fails when anything is lost, so a
 # step's exit status is its verdict.  The report, bench/RESULTS-reliability.md
 # (or --out FILE), has per step: PASS/FAIL, its time, its command and its
-# summary lines.  docs/RELIABILITY.md quotes the figures of the last real
+# summary lines; a run of some steps updates theirs in an existing report
+# of the same mode and keeps the others.  docs/RELIABILITY.md quotes the figures of the last real
 # run.
 #
 # Environment (long mode; each has the default shown; the bounded mode
@@ -121,6 +122,7 @@ start_all=$SECONDS
 started=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 failures=0
 report=()
+declare -A sections
 for i in "${!names[@]}"; do
     name=${names[$i]}
     selected "$name" || continue
@@ -140,12 +142,38 @@ for i in "${!names[@]}"; do
         [ "$rc" -eq 0 ] && verdict="FAIL (no figures)" && failures=$((failures + 1))
     fi
     report+=("### $name: $verdict, ${took} s" "" "\`${commands[$i]}\`" "" "$lines" "")
+    sections[$name]=$(printf '%s\n' "### $name: $verdict, ${took} s" "" "\`${commands[$i]}\`" "" "$lines" "")
 done
 
 git_rev=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 dirty=$(git status --porcelain 2>/dev/null | wc -l)
 mode=long
 [ "$long" -eq 1 ] || mode=bounded
+# A run of some steps updates their sections of an earlier report of the
+# same mode and keeps the others (a partial run used to replace the whole
+# report with its few steps).
+if [ ${#only[@]} -gt 0 ] && [ -f "$out" ] && grep -q "($mode mode)" "$out"; then
+    merged=$(mktemp)
+    {
+        # The earlier header, with a row for this run.
+        awk '/^### /{exit} {print}' "$out" | awk -v row="| re-run (UTC) | $started: ${only[*]}, $((SECONDS - start_all)) s, git $git_rev ($dirty uncommitted), $([ "$failures" -eq 0 ] && echo "passed, nothing lost" || echo "$failures step(s) FAILED") |" '
+            /^\|/ { table = 1 }
+            table && !/^\|/ && !done { print row; done = 1 }
+            { print }'
+        for name in "${names[@]}"; do
+            if [ -n "${sections[$name]+set}" ]; then
+                printf '%s\n\n' "${sections[$name]}"
+            else
+                awk -v h="### $name:" 'index($0, "### ") == 1 { p = (index($0, h) == 1) } p' "$out"
+            fi
+        done
+    } >"$merged"
+    mv "$merged" "$out"
+    echo
+    echo "reliability.sh: the steps run are updated in $out"
+    [ "$failures" -eq 0 ] || die "$failures step(s) failed"
+    exit 0
+fi
 {
     echo "# lfs reliability run"
     echo

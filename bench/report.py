@@ -38,6 +38,22 @@ METRICS = {
 }
 
 
+
+def cleaning_section(root):
+    """The cleaning benchmark's verdicts, quoted from bench/RESULTS-cleaning.md
+    (bench/cleaning.py, a separate run), so that RESULTS.md holds them."""
+    path = os.path.join(root, "bench", "RESULTS-cleaning.md")
+    out = ["## Cleaning (issue 6)", ""]
+    if not os.path.exists(path):
+        return out + ["No `bench/RESULTS-cleaning.md`: run `bench/cleaning.py --full` to measure.", ""]
+    lines = open(path).read().splitlines()
+    date = next((l.split("|")[2].split(",")[0].strip() for l in lines if l.startswith("| date (UTC) |")), "?")
+    out += [f"From `bench/RESULTS-cleaning.md` (written by `bench/cleaning.py`, not by this run; seed 004 of {date}); "
+            "the tables, plots and every run are there.", ""]
+    out += [l for l in lines if l.startswith("**Target**")]
+    out += [""] + [l for l in lines if l.startswith(("- random: ", "- sequential: "))]
+    return out + [""]
+
 def read(path, default=None):
     try:
         with open(path) as f:
@@ -880,8 +896,9 @@ def main():
     add("- **Online statistics through `fsctl`** (`fsctl stat`, `fsctl df`, DESIGN §8): fsd serves them now, but the harness "
         "does not query them per run yet. Per-run device bytes come "
         "from `/proc/PID/io` of fsd, and the engine's own counters only as the totals fsd logs at unmount (above).")
-    add("- **Device bytes by kind (data, metadata, cleaning) per workload**: only the whole-mount totals from the unmount log line; "
-        "no cleaning happens yet (there is no cleaner: only segments whose blocks are all dead are reused).")
+    add("- **Device bytes by kind (data, metadata, cleaning) per workload**: only the whole-mount totals from the unmount log line. "
+        "No cleaning happens in this run: cleanerd is not started, and the seed workloads never fill the image. Cleaning "
+        "is measured by `bench/cleaning.py` (below).")
     add("- **`/proc/PID/io` write_bytes caveat**: fsd writes its image through the host page cache, and write_bytes counts a page "
         "when fsd dirties it; a page rewritten while still dirty counts once. The flush after each run bounds this, and the engine's "
         "unmount counters give the exact whole-mount figure for comparison.")
@@ -892,6 +909,8 @@ def main():
     add("- **W1 extents from the seed run itself**: seed-workloads.sh deletes W1's files as soon as fio ends, and FUSE has no FIEMAP, "
         "so the extents are counted on a second W1 run whose files are kept (same fio job, later in the same mount).")
     add("")
+    for line in cleaning_section(root):
+        add(line)
     # The profile is a separate, repeatable measurement (instruction
     # counts, bench/profile.sh), quoted here so that RESULTS.md holds it.
     prof = os.path.join(root, "bench", "RESULTS-profile.md")
