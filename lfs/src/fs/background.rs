@@ -93,11 +93,18 @@ fn idle_reversible() -> bool {
 /// Sets the calling thread's scheduling policy (priority 0, the only one
 /// of the fair policies); the nice value is kept.
 fn set_policy(policy: nix::libc::c_int) -> std::io::Result<()> {
+    set_policy_of(0, policy)
+}
+
+/// Sets thread `tid`'s scheduling policy (0: the calling thread), as
+/// [`set_policy`].
+fn set_policy_of(tid: nix::libc::pid_t, policy: nix::libc::c_int) -> std::io::Result<()> {
     let param = nix::libc::sched_param { sched_priority: 0 };
-    // SAFETY: `param` is a valid sched_param that outlives the call; pid
-    // 0 is the calling thread.
+    // SAFETY: `param` is a valid sched_param that outlives the call; `tid`
+    // is 0 (the calling thread) or a thread id, which at worst is stale
+    // and makes the call fail.
     #[allow(unsafe_code)]
-    let r = unsafe { nix::libc::sched_setscheduler(0, policy, &param) };
+    let r = unsafe { nix::libc::sched_setscheduler(tid, policy, &param) };
     if r == 0 {
         Ok(())
     } else {
@@ -105,11 +112,11 @@ fn set_policy(policy: nix::libc::c_int) -> std::io::Result<()> {
     }
 }
 
-/// Runs `f`, which must hold no lock that writers, fsync or checkpoints
-/// wait for, with the calling thread in `SCHED_IDLE` (see the module
-/// doc), and returns the thread to `SCHED_OTHER` (its nice value kept)
-/// after, however `f` ends. Where the thread could not come back, `f`
-/// simply runs at the thread's nice value.
+/// Runs `f` with the calling thread in `SCHED_IDLE` (see the module doc),
+/// and returns the thread to `SCHED_OTHER` (its nice value kept) after,
+/// however `f` ends. Where the thread could not come back, `f` simply
+/// runs at the thread's nice value. Work that others may wait for runs
+/// through [`Inheritance::idle_holding`], whose waiters raise it.
 fn idle<T>(f: impl FnOnce() -> T) -> T {
     struct Back;
     impl Drop for Back {
@@ -209,13 +216,7 @@ impl Inheritance {
             // Errors are ignored: the worker may have left its idle phase
             // (and even ended) since it was read; then there is nothing
             // to raise.
-            let param = nix::libc::sched_param { sched_priority: 0 };
-            // SAFETY: `param` is valid for the call; `tid` is a thread id
-            // of this process (at worst a stale one, which fails).
-            #[allow(unsafe_code)]
-            unsafe {
-                nix::libc::sched_setscheduler(tid, nix::libc::SCHED_OTHER, &param);
-            }
+            let _ = set_policy_of(tid, nix::libc::SCHED_OTHER);
         }
         Waiter(self)
     }
