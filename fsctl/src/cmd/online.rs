@@ -231,16 +231,16 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
-/// A latency histogram summarised: name, p50, p99, max (bucket upper
-/// bounds, ns), count, and its buckets (upper bound in ns, count).
-type Latency = (
-    String,
-    Option<u64>,
-    Option<u64>,
-    Option<u64>,
-    u64,
-    Vec<(u64, u64)>,
-);
+/// A latency histogram: its buckets (upper bound in ns, count) and the
+/// figures `fsctl stat` shows of it (bucket upper bounds, ns).
+struct Latency {
+    name: String,
+    count: u64,
+    p50: Option<u64>,
+    p99: Option<u64>,
+    max: Option<u64>,
+    buckets: Vec<(u64, u64)>,
+}
 
 /// `fsctl stat`: the engine's counters and latencies.
 pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
@@ -263,21 +263,20 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
         .histograms
         .iter()
         .map(|h| {
-            let b: Vec<(u64, u64)> = h
+            let buckets: Vec<(u64, u64)> = h
                 .bucket_upper_ns
                 .iter()
                 .copied()
                 .zip(h.counts.iter().copied())
                 .collect();
-            let n = h.counts.iter().sum();
-            (
-                h.name.clone(),
-                lfs::stats::quantile(&b, 0.5),
-                lfs::stats::quantile(&b, 0.99),
-                lfs::stats::quantile(&b, 1.0),
-                n,
-                b,
-            )
+            Latency {
+                name: h.name.clone(),
+                count: h.counts.iter().sum(),
+                p50: lfs::stats::quantile(&buckets, 0.5),
+                p99: lfs::stats::quantile(&buckets, 0.99),
+                max: lfs::stats::quantile(&buckets, 1.0),
+                buckets,
+            }
         })
         .collect();
     if as_json {
@@ -288,14 +287,15 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             .collect();
         let l: Vec<_> = lat
             .iter()
-            .map(|(n, p50, p99, max, count, b)| {
+            .map(|h| {
                 // Every bucket, so that a benchmark can take the
                 // difference of two readings (a phase's own histogram).
-                let buckets: Vec<_> = b
+                let buckets: Vec<_> = h
+                    .buckets
                     .iter()
                     .map(|&(below, n)| json!({"below_ns": below, "count": n}))
                     .collect();
-                json!({"name": n, "count": count, "p50_ns_below": p50, "p99_ns_below": p99, "max_ns_below": max, "buckets": buckets})
+                json!({"name": h.name, "count": h.count, "p50_ns_below": h.p50, "p99_ns_below": h.p99, "max_ns_below": h.max, "buckets": buckets})
             })
             .collect();
         println!(
@@ -323,12 +323,14 @@ pub fn stat(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             }
         })
     };
-    for (n, p50, p99, max, count, _) in &lat {
+    for h in &lat {
         println!(
-            "{n:<28} {count:>8} {:>12} {:>12} {:>12}",
-            show(p50),
-            show(p99),
-            show(max)
+            "{:<28} {:>8} {:>12} {:>12} {:>12}",
+            h.name,
+            h.count,
+            show(&h.p50),
+            show(&h.p99),
+            show(&h.max)
         );
     }
     Ok(Exit::Ok)

@@ -71,7 +71,7 @@ pub fn lower_this_thread() {
 
 /// True if a thread may leave `SCHED_IDLE` again (CAP_SYS_NICE, or an
 /// RLIMIT_NICE that allows it), found once by a probe thread that tries.
-/// Without it [`idle`] does not use `SCHED_IDLE`: a pass stuck in it
+/// Without it [`Inheritance::idle_holding`] does not use `SCHED_IDLE`: a pass stuck in it
 /// would take the state lock at the idle priority.
 fn idle_reversible() -> bool {
     static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -112,33 +112,6 @@ fn set_policy_of(tid: nix::libc::pid_t, policy: nix::libc::c_int) -> std::io::Re
     }
 }
 
-/// Runs `f` with the calling thread in `SCHED_IDLE` (see the module doc),
-/// and returns the thread to `SCHED_OTHER` (its nice value kept) after,
-/// however `f` ends. Where the thread could not come back, `f` simply
-/// runs at the thread's nice value. Work that others may wait for runs
-/// through [`Inheritance::idle_holding`], whose waiters raise it.
-fn idle<T>(f: impl FnOnce() -> T) -> T {
-    struct Back;
-    impl Drop for Back {
-        fn drop(&mut self) {
-            if let Err(e) = set_policy(nix::libc::SCHED_OTHER) {
-                // The probe said it works; if it stops working the pass
-                // goes on at the idle priority, which is slow, not wrong.
-                log::warn!("cleaning pass: could not leave SCHED_IDLE: {e}");
-            }
-        }
-    }
-    if !idle_reversible() {
-        return f();
-    }
-    if let Err(e) = set_policy(nix::libc::SCHED_IDLE) {
-        log::debug!("cleaning pass: could not enter SCHED_IDLE: {e}");
-        return f();
-    }
-    let _back = Back;
-    f()
-}
-
 /// Priority inheritance for work run in `SCHED_IDLE` that others may
 /// have to wait for ([`Self::idle_holding`]; a cleaning pass): a thread
 /// about to wait for it ([`Self::waiter`]) first puts the worker back in
@@ -166,29 +139,43 @@ impl Drop for Waiter<'_> {
 }
 
 impl Inheritance {
-    /// Runs `f` in `SCHED_IDLE` ([`idle`]) unless someone waits for the
-    /// work (then, or from when someone starts to, in `SCHED_OTHER` at the
-    /// thread's nice value).
+    /// Runs `f` with the calling thread in `SCHED_IDLE` unless someone
+    /// waits for the work (then, or from when someone starts to, in
+    /// `SCHED_OTHER` at the thread's nice value), and returns the thread to
+    /// `SCHED_OTHER` after, however `f` ends. Where the thread could not
+    /// come back ([`idle_reversible`]), it never enters: `f` runs at the
+    /// thread's nice value and no id is published, so neither
+    /// [`Self::relax`] nor a waiter touches it.
     pub fn idle_holding<T>(&self, f: impl FnOnce() -> T) -> T {
         use std::sync::atomic::Ordering::SeqCst;
-        struct Clear<'a>(&'a std::sync::atomic::AtomicI32);
-        impl Drop for Clear<'_> {
+        struct Back<'a>(&'a std::sync::atomic::AtomicI32);
+        impl Drop for Back<'_> {
             fn drop(&mut self) {
                 self.0.store(0, SeqCst);
+                if let Err(e) = set_policy(nix::libc::SCHED_OTHER) {
+                    // The probe said it works; if it stops working the
+                    // thread goes on at the idle priority: slow, not wrong.
+                    log::warn!("cleaning pass: could not leave SCHED_IDLE: {e}");
+                }
             }
         }
-        idle(|| {
-            // A waiter raises the count before it reads the id, and the
-            // worker publishes the id (SCHED_IDLE is already set) before
-            // it reads the count: one of them sees the other, so either
-            // the waiter raises the worker or the worker raises itself.
-            self.idle_tid.store(nix::unistd::gettid().as_raw(), SeqCst);
-            let _clear = Clear(&self.idle_tid);
-            if self.waiters.load(SeqCst) > 0 {
-                let _ = set_policy(nix::libc::SCHED_OTHER);
-            }
-            f()
-        })
+        if !idle_reversible() {
+            return f();
+        }
+        if let Err(e) = set_policy(nix::libc::SCHED_IDLE) {
+            log::debug!("cleaning pass: could not enter SCHED_IDLE: {e}");
+            return f();
+        }
+        // A waiter raises the count before it reads the id, and the
+        // worker publishes the id (SCHED_IDLE is already set) before it
+        // reads the count: one of them sees the other, so either the
+        // waiter raises the worker or the worker raises itself.
+        self.idle_tid.store(nix::unistd::gettid().as_raw(), SeqCst);
+        let _back = Back(&self.idle_tid);
+        if self.waiters.load(SeqCst) > 0 {
+            let _ = set_policy(nix::libc::SCHED_OTHER);
+        }
+        f()
     }
 
     /// Called by the worker inside [`Self::idle_holding`] where it holds
@@ -196,7 +183,10 @@ impl Inheritance {
     /// it now. A no-op on any other thread, and outside `idle_holding`.
     pub fn relax(&self) {
         use std::sync::atomic::Ordering::SeqCst;
-        if self.idle_tid.load(SeqCst) != nix::unistd::gettid().as_raw() {
+        // No system call unless a worker is idling (every checkpoint
+        // calls this).
+        let tid = self.idle_tid.load(SeqCst);
+        if tid == 0 || tid != nix::unistd::gettid().as_raw() {
             return;
         }
         // As at entry: set, then look for waiters, who look for the id
@@ -261,14 +251,15 @@ mod tests {
         );
     }
 
-    /// Inside `idle` the thread is SCHED_IDLE (where it may come back,
-    /// as root can); after it, SCHED_OTHER at the nice value it had, also
-    /// when `f` panics.
+    /// Inside `idle_holding` the thread is SCHED_IDLE (where it may come
+    /// back, as root can); after it, SCHED_OTHER at the nice value it had,
+    /// also when `f` panics.
     #[test]
     fn idle_runs_f_in_sched_idle_and_comes_back() {
         std::thread::spawn(|| {
+            let pi = Inheritance::default();
             lower_this_thread();
-            let inside = idle(my_policy);
+            let inside = pi.idle_holding(my_policy);
             assert_eq!(my_policy(), nix::libc::SCHED_OTHER);
             assert_eq!(my_nice(), CLEANING_NICE, "the nice value was lost");
             if idle_reversible() {
@@ -276,7 +267,7 @@ mod tests {
             } else {
                 assert_eq!(inside, nix::libc::SCHED_OTHER);
             }
-            let r = std::panic::catch_unwind(|| idle(|| panic!("in the idle phase")));
+            let r = std::panic::catch_unwind(|| pi.idle_holding(|| panic!("in the idle phase")));
             assert!(r.is_err());
             assert_eq!(my_policy(), nix::libc::SCHED_OTHER, "a panic left it idle");
         })
