@@ -26,6 +26,11 @@
 #                           (LFS_LONG=1 also makes the deep tree of the
 #                           limits test 10,000 levels instead of 2,500)
 #   LFS_KILL_CYCLES=100     kill -9 cycles of fsd and cleanerd
+#   LFS_SOAK_OPS=500000     operations per worker of the concurrent model
+#                           test (2 workers, 3 seeds)
+#   LFS_FSX_OPS=1000000     fsx operations per mode and seed (3 seeds),
+#                           with default and with 0.1 s checkpoints, and
+#                           cleanerd running
 set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -70,12 +75,16 @@ if [ "$long" -eq 1 ]; then
     export LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-20000}
     export LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-10}
     export LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-100}
+    export LFS_SOAK_OPS=${LFS_SOAK_OPS:-500000}
+    fsx_ops=${LFS_FSX_OPS:-1000000}
     fuzz_seconds=${FUZZ_SECONDS:-300}
     profile=(--release)
+    fsx_cmd="cargo build --release --bins && rc=0 && for i in default 0.1; do bash scripts/fsx.sh --bin target/release --ops $fsx_ops --seeds '1 2 3' --cleanerd \$([ \$i = default ] || echo --interval \$i) || rc=1; done; exit \$rc"
 else
     unset LFS_LONG
     fuzz_seconds=${FUZZ_SECONDS:-20}
     profile=()
+    fsx_cmd="cargo build --bins && bash scripts/fsx.sh --bin target/debug --interval 0.1 --size 1G --ops ${LFS_FSX_OPS:-100000} --mmap-ops 30000 --seeds 7"
 fi
 
 # The steps: NAME, the pattern of its summary lines, its command.
@@ -89,6 +98,8 @@ step() {
 }
 t="cargo test ${profile[*]}"
 step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
+step soak '^concurrent model' "$t -p lfs --test concurrent -- --nocapture"
+step fsx '^(PASS|FAIL)  |^fsx.sh: ' "$fsx_cmd"
 step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture && $t -p lfs-e2e --test fsd_ioerror -- --nocapture"
 step corrupt '^corrupt (images|fixtures)' "$t -p lfs --test corrupt -- --nocapture && $t -p lfs --test corrupt_fixtures -- --nocapture"
 step full '^full disk|^limits' "$t -p lfs-e2e --test full_disk -- --nocapture && $t -p lfs --test limits -- --nocapture && $t -p lfs-e2e --test limits -- --nocapture"
@@ -184,7 +195,7 @@ fi
     echo "| started (UTC) | $started, $((SECONDS - start_all)) s in all |"
     echo "| git | $git_rev, $dirty uncommitted file(s) |"
     echo "| machine | $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo), kernel $(uname -r) |"
-    echo "| settings | LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-default} LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-default} FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-default} LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-default} |"
+    echo "| settings | LFS_CRASH_SEEDS=${LFS_CRASH_SEEDS:-default} LFS_CORRUPT_CASES=${LFS_CORRUPT_CASES:-default} FUZZ_SECONDS=$fuzz_seconds LFS_FULL_ROUNDS=${LFS_FULL_ROUNDS:-default} LFS_KILL_CYCLES=${LFS_KILL_CYCLES:-default} LFS_SOAK_OPS=${LFS_SOAK_OPS:-default} LFS_FSX_OPS=${LFS_FSX_OPS:-default} |"
     echo "| verdict | $([ "$failures" -eq 0 ] && echo "every step passed, nothing lost" || echo "$failures step(s) FAILED") |"
     echo
     printf '%s\n' "${report[@]}"

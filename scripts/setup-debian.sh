@@ -16,8 +16,9 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # (fuzz/run-smoke.sh).  shellcheck: lints
 # these scripts in the test command.  qemu-utils: qemu-nbd, the NBD server
 # the NBD device tests and the lfs-nbd benchmark target run against.
+# libaio1, liburing2: what fsx (../shared/tools/fsx, scripts/fsx.sh) links.
 packages=(fuse3 mandoc fio e2fsprogs xfsprogs btrfs-progs util-linux man-db
-    python3 make gcc g++ shellcheck qemu-utils)
+    python3 make gcc g++ shellcheck qemu-utils libaio1 liburing2)
 
 command -v dpkg-query >/dev/null || die "this script is for Debian (no dpkg-query)"
 

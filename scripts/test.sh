@@ -6,8 +6,8 @@
 #
 # Steps, in order (after setup, each runs even if an earlier one failed, so
 # one run reports every problem): shellcheck, cargo fmt --check, clippy,
-# cargo test --workspace, and the fuzz smoke run when the fuzz workspace
-# exists.
+# cargo test --workspace, the fuzz smoke run when the fuzz workspace
+# exists, a short fsx run on a real mount, and the benchmark smoke run.
 
 # The step functions are called through run_step, which shellcheck cannot
 # follow (SC2317, "unreachable").
@@ -81,6 +81,15 @@ if [ -f fuzz/Cargo.toml ]; then
 else
     results+=("SKIP  fuzz-smoke (no fuzz workspace yet: fuzz/Cargo.toml does not exist)")
 fi
+
+# fsx on a real mount with checkpoints every 0.1 s, all three modes
+# (docs/TESTING.md): the debug binaries cargo test built.
+fsx_short() {
+    "$CARGO" build --bins 2>&1 | tail -1 &&
+        bash scripts/fsx.sh --bin target/debug --interval 0.1 --size 1G \
+            --ops 100000 --mmap-ops 30000 --seeds 7
+}
+run_step fsx fsx_short
 
 # A seconds-long run of the benchmark harness, so it cannot rot (no timing
 # is checked).

@@ -8,7 +8,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use lfs::blockdev::{BlockDevice, MemDevice};
-use lfs::format::{SegUsage, ROOT_INO, SU_FLAG_ACTIVE};
+use lfs::format::{ROOT_INO, SU_FLAG_ACTIVE};
 use lfs::fs::clean::Placement;
 use lfs::fs::{Fs, MountOptions};
 use lfs::mkfs::{format, MkfsOptions};
@@ -82,22 +82,9 @@ fn with_file(nblocks: u64) -> (Arc<MemDevice>, Arc<Fs>, lfs::fs::Attr, Vec<u64>)
     (dev, fs, f, vec![0u64; nblocks as usize])
 }
 
-/// Dirty, inactive segments with the fewest live blocks first (greedy).
-fn victims(fs: &Fs, n: usize) -> Vec<u64> {
-    let (usage, _) = fs.segment_usage();
-    let mut c: Vec<(u64, SegUsage)> = usage
-        .into_iter()
-        .enumerate()
-        .map(|(s, u)| (s as u64, u))
-        .filter(|(_, u)| !u.is_clean() && u.flags & SU_FLAG_ACTIVE == 0 && u.nblocks > 0)
-        .collect();
-    c.sort_by_key(|(_, u)| u.nlive);
-    c.into_iter().take(n).map(|(s, _)| s).collect()
-}
-
 fn clean_some(fs: &Fs, n: usize) -> lfs::fs::clean::CleanReport {
     let mut total = lfs::fs::clean::CleanReport::default();
-    for s in victims(fs, n) {
+    for s in fs.greedy_victims(n) {
         match fs.clean_segments(&[s], Duration::ZERO) {
             Ok(r) => {
                 total.blocks_moved += r.blocks_moved;
@@ -201,7 +188,7 @@ fn a_cleaner_that_separates_writes_sends_long_lived_data_to_its_own_head() {
         "after separated writes",
     );
     // A warm victim: its survivors go to a head of their own.
-    let v = victims(&fs, 2);
+    let v = fs.greedy_victims(2);
     let warm = Placement {
         warm: v[..1].to_vec(),
         separate_writes: true,
@@ -273,7 +260,7 @@ fn cleaning_sends_young_survivors_apart_from_old_ones_by_age() {
             fs.sync().unwrap();
         }
         fs.clean_segments(&[], Duration::ZERO).unwrap();
-        let v = victims(&fs, 64);
+        let v = fs.greedy_victims(64);
         let place = Placement {
             warm: Vec::new(),
             separate_writes: false,
@@ -554,7 +541,7 @@ fn cleaner_thread(fs: &Arc<Fs>, stop: &Arc<AtomicBool>, placed: bool) -> JoinHan
                 // more in DAT blocks than it frees, and six may not fit
                 // in what is left.
                 for n in [6, 3, 2] {
-                    let v = victims(&fs, n);
+                    let v = fs.greedy_victims(n);
                     let placement = Placement {
                         warm: if placed {
                             v.iter().copied().step_by(2).collect()

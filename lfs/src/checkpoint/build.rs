@@ -47,6 +47,19 @@ impl Run {
         (self.blocks.len() + summary) as u64
     }
 
+    /// Every block the log writes but its summary, with its address.
+    pub fn addressed_blocks(&self, bs: usize) -> impl Iterator<Item = (u64, &Arc<Vec<u8>>)> {
+        // Sealed, `blocks` starts with the summary.
+        let first = match &self.summary {
+            Some(s) => self.block + LogHeader::summary_blocks_for(s.entries.len(), bs) as u64,
+            None => self.block,
+        };
+        self.blocks
+            .iter()
+            .enumerate()
+            .map(move |(i, b)| (first + i as u64, b))
+    }
+
     /// Encodes the summary (checksumming the whole body) in front of the
     /// payload. Done after the state lock is released: the body checksum
     /// reads every byte the log writes.
@@ -137,6 +150,9 @@ impl State {
         // asked for writes to be separated (`State::separate_writes`).
         let mut long: Vec<Payload> = Vec::new();
         let mut allocated: Vec<u64> = Vec::new();
+        // File data blocks (of regular files and symlinks), for the
+        // counters.
+        let mut ndata = 0u64;
         self.inflight.clear();
         // Separated writes need the long head: open, or room to open it
         // well clear of the cleaning reserve (two segments), so that a
@@ -180,7 +196,7 @@ impl State {
                 self.retire(old);
                 let data = Arc::new(blk);
                 if is_reg || inode.mode & 0o170000 == crate::fs::state::S_IFLNK {
-                    self.inflight.insert((ino, off), data.clone());
+                    ndata += 1;
                 }
                 let to = if is_reg && separate && lived.is_some_and(|l| l as f64 > self.lifespan) {
                     &mut long
@@ -453,7 +469,6 @@ impl State {
                     .map(|g| {
                         let a = next();
                         self.dat.relocate(g.vblock, a);
-                        self.gc_moved.insert(a, g.from);
                         if let Some(s) = self.seg_of(a) {
                             self.segs.add_live(s, 1);
                         }
@@ -655,7 +670,7 @@ impl State {
             },
         };
         let sr_block = Arc::new(sr.encode(bs, seed));
-        let data = self.inflight.len() as u64;
+        let data = ndata;
         let ifile = virt
             .iter()
             .filter(|p| p.entry.ino == IFILE_INO && p.entry.kind == BlockKind::Data)
@@ -688,6 +703,7 @@ impl State {
             - long_blocks;
         let ncold = cold_runs.len();
         let runs: Vec<Run> = cold_runs.into_iter().chain(runs).collect();
+        self.hold_in_flight(&runs);
 
         // Every inode's changes are in this checkpoint (the inode records
         // it wrote changed too: block map roots, block counts).

@@ -74,8 +74,8 @@ pub(crate) struct SyncPlan {
     pub written: crate::stats::Written,
     /// The files it covers.
     pub inos: Vec<u64>,
-    /// The (inode, block) pairs readers find in `inflight` until written.
-    pub inflight: Vec<(u64, u64)>,
+    /// The addresses readers find in `State::inflight` until written.
+    pub inflight: Vec<u64>,
     /// First block written, for messages.
     pub first_block: u64,
 }
@@ -188,7 +188,6 @@ impl State {
         let cno = self.cno + 1;
         let mut payload = Vec::with_capacity(n as usize);
         let mut records = Vec::with_capacity(inos.len());
-        let mut inflight = Vec::new();
         for &ino in inos {
             // A file with only its size or times changed has no node.
             let Some(mut node) = self.nodes.remove(&ino) else {
@@ -229,9 +228,6 @@ impl State {
             if let Some(s) = self.seg_of(a) {
                 self.segs.add_live(s, 1);
             }
-            self.inflight
-                .insert((pl.entry.ino, pl.entry.offset), pl.data.clone());
-            inflight.push((pl.entry.ino, pl.entry.offset));
         }
         let (runs, _) = build_runs(
             &lay,
@@ -244,6 +240,7 @@ impl State {
             LOG_FLAG_DATA_SYNC,
             LOG_FLAG_SYNC_END,
         );
+        let inflight = self.hold_in_flight(&runs);
         self.seq += lay.spans.len() as u64;
         self.head = lay.head;
         self.dirty_blocks = self.dirty_blocks.saturating_sub(ndata);

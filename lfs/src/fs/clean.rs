@@ -163,6 +163,24 @@ impl Drop for Running<'_> {
 }
 
 impl Fs {
+    /// Up to `n` segments a pass may take, greedily: dirty, not active,
+    /// not a log head, with blocks written, fewest live blocks first.
+    pub fn greedy_victims(&self, n: usize) -> Vec<u64> {
+        let st = self.st();
+        let mut c: Vec<(u64, u32)> = (0..st.segs.len())
+            .map(|s| (s, st.segs.get(s)))
+            .filter(|(s, u)| {
+                !u.is_clean()
+                    && u.flags & crate::format::SU_FLAG_ACTIVE == 0
+                    && u.nblocks > 0
+                    && !st.is_head(*s)
+            })
+            .map(|(s, u)| (s, u.nlive))
+            .collect();
+        c.sort_by_key(|&(s, live)| (live, s));
+        c.into_iter().take(n).map(|(s, _)| s).collect()
+    }
+
     /// Cleans `segments` after deleting the plain checkpoints older than
     /// `protection` (an empty list only deletes them). InvalidArgument for
     /// a segment out of range; Again for one that is clean or a log head,
@@ -257,19 +275,10 @@ impl Fs {
                     )));
                 }
                 let u = st.segs.get(s);
-                let head = st
-                    .gc_heads
-                    .iter()
-                    .flatten()
-                    .any(|h| h.seg == s || h.next_seg == s);
                 if u.is_clean() {
                     return Err(Error::Again(format!("segment {s} is clean")));
                 }
-                if u.flags & crate::format::SU_FLAG_ACTIVE != 0
-                    || s == st.head.seg
-                    || s == st.head.next_seg
-                    || head
-                {
+                if u.flags & crate::format::SU_FLAG_ACTIVE != 0 || st.is_head(s) {
                     return Err(Error::Again(format!("segment {s} is a log head")));
                 }
             }

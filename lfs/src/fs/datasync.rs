@@ -87,9 +87,7 @@ impl Fs {
             self.stop_writing(&mut st, &what, &e);
             return Err(e);
         }
-        for k in &plan.inflight {
-            st.inflight.remove(k);
-        }
+        st.landed(&plan.inflight);
         let blocks: u64 = plan.runs.iter().map(|r| r.blocks.len() as u64).sum();
         Stats::add(&self.stats.data_sync_writes, 1);
         debug_assert_eq!(plan.written.total(), blocks);

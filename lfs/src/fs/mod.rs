@@ -359,7 +359,6 @@ impl Fs {
             return Err(e);
         }
         st.inflight.clear();
-        st.gc_moved.clear();
         st.durable_mods = plan.mods;
         let bsz = st.bs as u64;
         Stats::add(&self.stats.checkpoints, 1);

@@ -730,9 +730,6 @@ impl State {
             return Ok(b.clone());
         }
         let v = n.bmap.get(off);
-        if let Some(b) = self.inflight.get(&(ino, off)) {
-            return Ok(b.as_ref().clone());
-        }
         if v == 0 {
             return Ok(vec![0u8; bs]);
         }
@@ -742,16 +739,16 @@ impl State {
     /// The physical block holding block `b` of `ino`, if its current
     /// contents are exactly that device block (neither dirty nor in flight).
     fn block_is_on_device(&mut self, ino: u64, b: u64) -> Option<u64> {
-        if self.inflight.contains_key(&(ino, b)) {
-            return None;
-        }
         let n = self.nodes.get(&ino)?;
         if n.dirty.contains_key(&b) {
             return None;
         }
         match n.bmap.get(b) {
             0 => None,
-            v => Some(self.phys_of(v)),
+            v => match self.source_of(v) {
+                Source::Dev(p) => Some(p),
+                _ => None,
+            },
         }
     }
 
@@ -773,13 +770,9 @@ impl State {
             let src = if let Some(d) = n.dirty.get(&b) {
                 Source::Mem(d.clone())
             } else {
-                let v = n.bmap.get(b);
-                if let Some(x) = self.inflight.get(&(ino, b)) {
-                    Source::Mem(x.as_ref().clone())
-                } else if v == 0 {
-                    Source::Zero
-                } else {
-                    Source::Dev(self.phys_of(v))
+                match n.bmap.get(b) {
+                    0 => Source::Zero,
+                    v => self.source_of(v),
                 }
             };
             out.push(src);
@@ -867,12 +860,15 @@ impl State {
                 continue;
             }
             let n = self.node(ino)?;
-            if n.dirty.contains_key(&b) || self.inflight.contains_key(&(ino, b)) {
+            if n.dirty.contains_key(&b) {
                 continue;
             }
-            let v = self.node(ino)?.bmap.get(b);
-            if v != 0 {
-                out.push((b, self.phys_of(v)));
+            let v = n.bmap.get(b);
+            if v == 0 {
+                continue;
+            }
+            if let Source::Dev(p) = self.source_of(v) {
+                out.push((b, p));
             }
         }
         Ok(out)
@@ -990,7 +986,7 @@ impl State {
     /// Zeroes bytes `[from, to)` of block `b` of `ino` (a partial block).
     fn zero_in_block(&mut self, ino: u64, b: u64, from: usize, to: usize) -> Result<()> {
         let has = self.node(ino)?.dirty.contains_key(&b) || self.node(ino)?.bmap.get(b) != 0;
-        if !has && !self.inflight.contains_key(&(ino, b)) {
+        if !has {
             return Ok(());
         }
         let mut blk = self.block_for_read(ino, b)?;

@@ -117,14 +117,7 @@ impl Fs {
         while cno <= st.cno && out.len() < count {
             let (b, off) = MetaKind::Cpfile.locate(cno, bs);
             if cached.as_ref().is_none_or(|(cb, _)| *cb != b) {
-                let blk = match &st.cp_last_block {
-                    Some((lb, data)) if *lb == b => data.clone(),
-                    _ => match st.cp_map.get(b) {
-                        0 => vec![0u8; bs],
-                        a => st.read_meta(a, MetaKind::Cpfile)?,
-                    },
-                };
-                cached = Some((b, blk));
+                cached = Some((b, st.cp_block(b)?));
             }
             let blk = &cached.as_ref().expect("set above").1;
             let rec = &blk[off..off + MetaKind::Cpfile.record_size()];

@@ -54,9 +54,10 @@ impl State {
 }
 
 impl Fs {
-    /// Where virtual block `v` of the live filesystem can be read now.
-    pub(crate) fn translate(&self, v: u64) -> u64 {
-        self.st().phys_of(v)
+    /// Where virtual block `v` of the live filesystem can be read now, for
+    /// a view.
+    pub(crate) fn source_for_view(&self, v: u64) -> crate::fs::Source {
+        self.st().source_of(v)
     }
 
     /// Reads virtual block `v` of the live filesystem for a view (its
@@ -67,9 +68,10 @@ impl Fs {
         loop {
             let (p, epoch, dev, bs) = {
                 let st = self.st();
-                let p = st.phys_of(v);
-                if p == 0 || p == u64::MAX {
-                    // Not a block: the same error a live read gives.
+                let p = st.dat.phys(v);
+                if p == 0 || p == u64::MAX || st.inflight.contains_key(&p) {
+                    // Not a block (the same error a live read gives), or
+                    // in memory until its write lands.
                     return st.read_virtual(v);
                 }
                 (p, st.reuse_epoch, st.dev.clone(), st.bs)

@@ -10,7 +10,23 @@
 //! * An inode is authoritative in `ifile_blocks` once loaded; a change
 //!   marks its inode file block dirty.
 //! * A dirty data block is in its node's `dirty` map until a checkpoint
-//!   moves it to `inflight`, where reads find it until its log is on disk.
+//!   (or a data-sync log) gives it a virtual block and an address.
+//! * No read reaches the device at an address the write in flight (a
+//!   checkpoint's or a data-sync log's) covers: `inflight` holds that
+//!   write's blocks by address until they are on the device, and
+//!   [`State::read_phys`] and [`State::source_of`], the only ways from
+//!   an address to its contents, look there first. An address is not
+//!   reused before the checkpoint that freed it is durable, when
+//!   `inflight` is empty again, so an entry is always what its address
+//!   will hold. Reads reach addresses only through block maps and the
+//!   DAT, so whatever stops a file from mapping a block (truncate, punch,
+//!   unlink, rename over, an overwrite) hides it without touching
+//!   `inflight`, and a block cleaning moves is read at its new address
+//!   from memory until its copy lands. (Keyed by file and offset instead,
+//!   an entry outlived a truncate or punch while its checkpoint was
+//!   written, and reads of the regrown file returned the cut bytes; and
+//!   checkpoint file blocks were read from the device before their
+//!   rewrite reached it: issue 22.)
 //! * Deleting checkpoints lowers segments' live counts at once; a segment
 //!   left empty becomes free only at the next checkpoint.
 
@@ -91,7 +107,9 @@ pub(crate) struct State {
     pub free_inos: BTreeSet<u64>,
     pub pending_inos: Vec<u64>,
     pub nodes: HashMap<u64, Node>,
-    pub inflight: HashMap<(u64, u64), Arc<Vec<u8>>>,
+    /// Every payload block of the checkpoint or data-sync log being
+    /// written, by address, until it is on the device (module doc).
+    pub inflight: HashMap<u64, Arc<Vec<u8>>>,
     /// The valid checkpoints (snapshots included).
     pub history: crate::checkpoint::history::History,
     /// Make the next checkpoint a snapshot.
@@ -117,9 +135,6 @@ pub(crate) struct State {
     /// while it reads them without the lock, writers must not take the
     /// space it counted on.
     pub gc_booked: u64,
-    /// New address → old address of blocks moved by the checkpoint in
-    /// flight: reads use the old copy until the new one is on disk.
-    pub gc_moved: HashMap<u64, u64>,
     /// Checkpoint file blocks cleaning asked to rewrite.
     pub cp_force: BTreeSet<u64>,
     /// For a read-only view of an older checkpoint while the filesystem is
@@ -226,7 +241,6 @@ impl State {
             gc_booked: 0,
             open_files: HashMap::new(),
             orphans: Default::default(),
-            gc_moved: HashMap::new(),
             cp_force: BTreeSet::new(),
             source: None,
             mods: 0,
@@ -280,14 +294,27 @@ impl State {
         start != 0 && ((self.cno + 1).saturating_sub(start) as f64) < self.lifespan
     }
 
+    /// Whether segment `s` is where a log head writes or will write next
+    /// (the main head's or a side head's).
+    pub fn is_head(&self, s: u64) -> bool {
+        [&self.head]
+            .into_iter()
+            .chain(self.gc_heads.iter().flatten())
+            .any(|h| h.seg == s || h.next_seg == s)
+    }
+
     /// Segment of physical block `p`.
     pub fn seg_of(&self, p: u64) -> Option<u64> {
         self.sb.segment_of(p)
     }
 
-    /// Reads physical block `p`.
+    /// Reads physical block `p`: from memory while the write in flight
+    /// carries it (module doc), else from the device.
     pub fn read_phys(&self, p: u64) -> Result<Vec<u8>> {
-        read_block(self.dev.as_ref(), p, self.bs)
+        match self.inflight.get(&p) {
+            Some(b) => Ok(b.to_vec()),
+            None => read_block(self.dev.as_ref(), p, self.bs),
+        }
     }
 
     /// Reads and verifies a metadata block of `kind` at physical `p`.
@@ -301,15 +328,41 @@ impl State {
         Ok(b)
     }
 
-    /// Where virtual block `v` can be read now (0 if unallocated): its DAT
-    /// address, or while cleaning's checkpoint is in flight, the copy it
-    /// is moving from.
-    pub fn phys_of(&self, v: u64) -> u64 {
+    /// Where the contents of virtual block `v` (mapped by a file, not 0)
+    /// can be read now: memory while the write in flight carries it, else
+    /// its address on the device, read by the caller without the state
+    /// lock. A view of an older checkpoint asks the live filesystem.
+    pub fn source_of(&self, v: u64) -> crate::fs::Source {
         if let Some(live) = &self.source {
-            return live.translate(v);
+            return live.source_for_view(v);
         }
         let p = self.dat.phys(v);
-        self.gc_moved.get(&p).copied().unwrap_or(p)
+        match self.inflight.get(&p) {
+            Some(b) => crate::fs::Source::Mem(b.to_vec()),
+            None => crate::fs::Source::Dev(p),
+        }
+    }
+
+    /// Keeps every payload block of `runs`, about to be written, readable
+    /// by address until [`State::landed`] (module doc); returns the
+    /// addresses.
+    pub(crate) fn hold_in_flight(&mut self, runs: &[crate::checkpoint::build::Run]) -> Vec<u64> {
+        let mut out = Vec::new();
+        for r in runs {
+            for (a, b) in r.addressed_blocks(self.bs) {
+                self.inflight.insert(a, b.clone());
+                out.push(a);
+            }
+        }
+        out
+    }
+
+    /// The write of `addrs` (from [`State::hold_in_flight`]) is on the
+    /// device: reads go there again.
+    pub(crate) fn landed(&mut self, addrs: &[u64]) {
+        for a in addrs {
+            self.inflight.remove(a);
+        }
     }
 
     /// Reads the block that virtual block `v` maps to.
@@ -317,7 +370,7 @@ impl State {
         if let Some(live) = &self.source {
             return live.read_virtual_for_view(v);
         }
-        let p = self.phys_of(v);
+        let p = self.dat.phys(v);
         if p == 0 || p == u64::MAX {
             return Err(Error::Corrupted {
                 what: "block map",
