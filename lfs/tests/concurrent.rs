@@ -737,12 +737,12 @@ fn nops() -> usize {
 }
 
 /// Before the fix of issue 22 every seed failed within a few hundred
-/// operations, a punched or truncated range reading back its bytes in
-/// flight: seed 1 at worker 1's operation 57, seed 2 at worker 0's 37,
-/// seed 3 at worker 0's 14 (timing decides the exact point). With the
-/// first half of the fix only (in-flight data keyed by virtual block),
-/// seed 1 still failed at operation 4,144 opening a snapshot whose
-/// checkpoint file block was being rewritten. Keep these seeds.
+/// operations, a punched range reading back its bytes in flight: seed 1
+/// at worker 1's operation 197, seed 2 at worker 0's 55, seed 3 at worker
+/// 0's 48 (timing decides the exact point). With the first half of the
+/// fix only (in-flight data keyed by virtual block), seed 1 still failed
+/// at operation 4,144, opening a snapshot whose checkpoint file block was
+/// being rewritten. Keep these seeds.
 #[test]
 fn workers_checkpoints_and_cleaning_agree_with_the_model() {
     let seeds: Vec<u64> = match std::env::var("LFS_SOAK_SEED") {
