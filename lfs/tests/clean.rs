@@ -825,3 +825,142 @@ fn overwrites_with_a_concurrent_cleaner_placing(every: u64, datasync: bool, plac
     drop(fs);
     fsck_clean(&dev);
 }
+
+/// The live copy of file block `off` of `ino`: its segment, address and
+/// virtual block, found in the segments' summaries (the DAT decides which
+/// copy is live).
+fn live_copy(fs: &Fs, ino: u64, off: u64) -> (u64, u64, u64) {
+    let (usage, _) = fs.segment_usage();
+    for s in 0..usage.len() as u64 {
+        if usage[s as usize].is_clean() {
+            continue;
+        }
+        for log in fs.segment_summary(s).unwrap().logs {
+            let first = log.block + u64::from(log.summary.header.nsummary_blocks);
+            for (i, e) in log.summary.entries.iter().enumerate() {
+                let addr = first + i as u64;
+                if e.ino == ino && e.offset == off && fs.vinfo(&[e.vblock])[0].1.phys == addr {
+                    return (s, addr, e.vblock);
+                }
+            }
+        }
+    }
+    panic!("no live copy of block {off} of inode {ino}");
+}
+
+/// Issue 22: a cleaning pass takes the blocks it moves from the logs it
+/// verified. A victim whose log holding a live block fails its body
+/// checksum (bits flipped at rest) is not cleaned: the block is never
+/// moved under a fresh checksum. The damage is reported (the pass's
+/// error, the segment's error flag, fsck naming the file and offset), a
+/// read of the block gets EIO instead of the flipped bytes, before and
+/// after a remount, and the segment is freed once nothing in it is live.
+#[test]
+fn cleaning_refuses_a_damaged_log_and_reads_of_it_fail() {
+    use lfs::blockdev::FaultDevice;
+    use lfs::format::SU_FLAG_ERROR;
+
+    let mem = MemDevice::new(24 << 20);
+    let mut o = MkfsOptions::new([2; 16], 0x5eed, 1_700_000_000, 0);
+    o.blocks_per_segment = 64;
+    o.discard = false;
+    format(&mem, &o).unwrap();
+    let dev = Arc::new(FaultDevice::new(mem));
+    let opts = MountOptions::default();
+    let fs = Fs::mount(dev.clone(), opts.clone()).unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap();
+    let nblocks = 150u64;
+    fill(&fs, f.ino, nblocks);
+    // Odd blocks overwritten: the first segments are half live.
+    for b in (1..nblocks).step_by(2) {
+        fs.write(f.ino, b * BS as u64, &block(b, 1)).unwrap();
+    }
+    fs.sync().unwrap();
+    let (seg, addr, vblock) = live_copy(&fs, f.ino, 10);
+    assert_eq!(
+        fs.read(f.ino, 10 * BS as u64, BS as u32).unwrap(),
+        block(10, 0)
+    );
+    dev.flip_bits(addr * BS as u64 + 100, 0x10).unwrap();
+
+    let e = fs.clean_segments(&[seg], Duration::ZERO).unwrap_err();
+    assert!(
+        matches!(&e, Error::Again(m) if m.contains("checksum")),
+        "cleaning a damaged segment: {e}"
+    );
+    // Not moved: the DAT still points at the damaged copy.
+    assert_eq!(fs.vinfo(&[vblock])[0].1.phys, addr);
+    let (usage, _) = fs.segment_usage();
+    assert_ne!(usage[seg as usize].flags & SU_FLAG_ERROR, 0);
+    assert!(!fs.greedy_victims(1000).contains(&seg));
+    let read = fs.read(f.ino, 10 * BS as u64, BS as u32);
+    assert!(
+        matches!(read, Err(Error::Corrupted { .. })),
+        "read of a block in a damaged log: {read:?}"
+    );
+    // Blocks of other logs read as ever (the whole damaged log is
+    // suspect: its checksum cannot say which block changed).
+    assert_eq!(fs.read(f.ino, BS as u64, BS as u32).unwrap(), block(1, 1));
+
+    fs.unmount().unwrap();
+    drop(fs);
+    let d: Arc<dyn BlockDevice> = dev.clone();
+    let r = lfs::fsck::fsck(d).unwrap();
+    let want = format!("inode {} offset 10)", f.ino);
+    assert!(
+        r.errors
+            .iter()
+            .any(|e| e.contains("fails its body checksum") && e.contains(&want)),
+        "fsck: {:#?}",
+        r.errors
+    );
+    let fs = Fs::mount(dev.clone(), opts.clone()).unwrap();
+    let read = fs.read(f.ino, 10 * BS as u64, BS as u32);
+    assert!(
+        matches!(read, Err(Error::Corrupted { .. })),
+        "after a remount: {read:?}"
+    );
+    // Once the damaged file data is dead, the segment can be cleaned
+    // (asked for by number: cleanerd leaves flagged segments alone), and
+    // the damage goes with it.
+    fs.setattr(
+        f.ino,
+        &lfs::fs::SetAttr {
+            size: Some(0),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.sync().unwrap();
+    let r = fs.clean_segments(&[seg], Duration::ZERO).unwrap();
+    assert_eq!(r.segments_freed, 1, "{r:?}");
+    let (usage, _) = fs.segment_usage();
+    assert_eq!(usage[seg as usize].flags & SU_FLAG_ERROR, 0);
+    fs.unmount().unwrap();
+    drop(fs);
+    let d: Arc<dyn BlockDevice> = dev.clone();
+    let r = lfs::fsck::fsck(d).unwrap();
+    assert!(r.is_clean(), "fsck once freed: {:#?}", r.errors);
+}
+
+/// A damaged log whose blocks are all dead stops nothing: the victim is
+/// cleaned (nothing of that log is moved) and freed.
+#[test]
+fn a_damaged_log_of_dead_blocks_is_cleaned_away() {
+    let (dev, fs, f, _) = with_file(64);
+    let (seg, addr, _) = live_copy(&fs, f.ino, 3);
+    // Every block of the file overwritten: the first copies are dead
+    // once their checkpoints go.
+    for b in 0..64u64 {
+        fs.write(f.ino, b * BS as u64, &block(b, 2)).unwrap();
+    }
+    fs.sync().unwrap();
+    let mut b = vec![0u8; BS];
+    dev.read_at(&mut b, addr * BS as u64).unwrap();
+    b[7] ^= 1;
+    dev.write_all_at(&b, addr * BS as u64).unwrap();
+    let r = fs.clean_segments(&[seg], Duration::ZERO).unwrap();
+    assert_eq!(r.segments_freed, 1, "{r:?}");
+    verify(&fs, f.ino, 64, |_| 2, "after cleaning");
+    verify_after_remount(&dev, fs, f.ino, 64, &[2; 64]);
+}

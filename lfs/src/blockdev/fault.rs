@@ -294,6 +294,18 @@ impl<D: BlockDevice> FaultDevice<D> {
         self.lock().pending.clone()
     }
 
+    /// Flips the bits of `mask` in the byte at `offset` of the durable
+    /// medium: corruption at rest (bit rot, a misdirected write), which
+    /// only checksums can notice. An unflushed write over that byte still
+    /// reads as written.
+    pub fn flip_bits(&self, offset: u64, mask: u8) -> io::Result<()> {
+        let _st = self.lock();
+        let mut b = [0u8; 1];
+        self.inner.read_at(&mut b, offset)?;
+        b[0] ^= mask;
+        self.inner.write_at(&[IoSlice::new(&b)], offset)
+    }
+
     /// The `n`-th `read_at` call fails with EIO and reads nothing. One-shot.
     pub fn fail_read_at(&self, n: u64) {
         self.lock().fail_read_at = Some(n);

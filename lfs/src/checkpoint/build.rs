@@ -547,6 +547,7 @@ impl State {
             self.segs
                 .collect_free_where(|s| su_blocks.contains(&((s + 1) / segs_per_block))),
         );
+        self.forget_freed_damage();
 
         // 5. Encode the physical files now that every address is known.
         let mut phys_payload: Vec<Payload> = Vec::new();

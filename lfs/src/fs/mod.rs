@@ -22,6 +22,7 @@ mod background;
 pub mod bmap;
 mod checkpoints;
 pub mod clean;
+mod damage;
 mod datasync;
 pub mod diff;
 pub mod dir;
@@ -107,6 +108,7 @@ impl Fs {
     /// checkpoint timer.
     pub fn mount(dev: Arc<dyn BlockDevice>, opts: MountOptions) -> Result<Arc<Fs>> {
         let (mut st, report) = State::recover(dev, opts.read_only)?;
+        st.load_damage()?;
         if opts.read_only {
             st.read_only = Some(": mounted read-only".into());
         } else {

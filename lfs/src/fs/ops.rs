@@ -733,7 +733,10 @@ impl State {
         if v == 0 {
             return Ok(vec![0u8; bs]);
         }
-        self.read_virtual(v)
+        match self.source_of(v)? {
+            Source::Mem(b) => Ok(b),
+            _ => self.read_virtual(v),
+        }
     }
 
     /// The physical block holding block `b` of `ino`, if its current
@@ -746,7 +749,7 @@ impl State {
         match n.bmap.get(b) {
             0 => None,
             v => match self.source_of(v) {
-                Source::Dev(p) => Some(p),
+                Ok(Source::Dev(p)) => Some(p),
                 _ => None,
             },
         }
@@ -772,7 +775,7 @@ impl State {
             } else {
                 match n.bmap.get(b) {
                     0 => Source::Zero,
-                    v => self.source_of(v),
+                    v => self.source_of(v)?,
                 }
             };
             out.push(src);
@@ -810,9 +813,8 @@ impl State {
         // segment as the next one. (Counting it whatever the clean count,
         // writers could take one segment of the reserve after another.)
         let free = (clean * bps + head_room).saturating_sub(reserved * bps);
-        // Blocks a cleaning pass queued for the cold log, or booked while
-        // it reads them, count as dirty.
-        let dirty = self.dirty_blocks + self.gc_queue.len() as u64 + self.gc_booked;
+        // Blocks a cleaning pass queued for the cold log count as dirty.
+        let dirty = self.dirty_blocks + self.gc_queue.len() as u64;
         // Blocks data-sync logs placed still need their metadata written.
         let meta_for = dirty + self.dsync_placed;
         // Metadata the next checkpoint writes with them. Random small
@@ -867,7 +869,7 @@ impl State {
             if v == 0 {
                 continue;
             }
-            if let Source::Dev(p) = self.source_of(v) {
+            if let Source::Dev(p) = self.source_of(v)? {
                 out.push((b, p));
             }
         }

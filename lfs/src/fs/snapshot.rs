@@ -56,7 +56,7 @@ impl State {
 impl Fs {
     /// Where virtual block `v` of the live filesystem can be read now, for
     /// a view.
-    pub(crate) fn source_for_view(&self, v: u64) -> crate::fs::Source {
+    pub(crate) fn source_for_view(&self, v: u64) -> crate::Result<crate::fs::Source> {
         self.st().source_of(v)
     }
 

@@ -110,6 +110,8 @@ pub(crate) struct State {
     /// Every payload block of the checkpoint or data-sync log being
     /// written, by address, until it is on the device (module doc).
     pub inflight: HashMap<u64, Arc<Vec<u8>>>,
+    /// Log bodies that fail their checksum (`fs/damage.rs`).
+    pub damaged: crate::fs::damage::DamageMap,
     /// The valid checkpoints (snapshots included).
     pub history: crate::checkpoint::history::History,
     /// Make the next checkpoint a snapshot.
@@ -131,10 +133,6 @@ pub(crate) struct State {
     pub open_files: HashMap<u64, u32>,
     /// Inodes the orphan directory names (`fs/orphans.rs`).
     pub orphans: std::collections::HashSet<u64>,
-    /// Blocks the running cleaning pass booked and has not queued yet:
-    /// while it reads them without the lock, writers must not take the
-    /// space it counted on.
-    pub gc_booked: u64,
     /// Checkpoint file blocks cleaning asked to rewrite.
     pub cp_force: BTreeSet<u64>,
     /// For a read-only view of an older checkpoint while the filesystem is
@@ -231,6 +229,7 @@ impl State {
             pending_inos: Vec::new(),
             nodes: HashMap::new(),
             inflight: HashMap::new(),
+            damaged: Default::default(),
             history: l.history,
             next_is_snapshot: false,
             last_snapshot_built: 0,
@@ -238,7 +237,6 @@ impl State {
             separate_writes: false,
             lifespan: 0.0,
             gc_queue: Vec::new(),
-            gc_booked: 0,
             open_files: HashMap::new(),
             orphans: Default::default(),
             cp_force: BTreeSet::new(),
@@ -332,15 +330,18 @@ impl State {
     /// can be read now: memory while the write in flight carries it, else
     /// its address on the device, read by the caller without the state
     /// lock. A view of an older checkpoint asks the live filesystem.
-    pub fn source_of(&self, v: u64) -> crate::fs::Source {
+    /// `Corrupted` if that address lies in a log whose body fails its
+    /// checksum (`fs/damage.rs`).
+    pub fn source_of(&self, v: u64) -> Result<crate::fs::Source> {
         if let Some(live) = &self.source {
             return live.source_for_view(v);
         }
         let p = self.dat.phys(v);
-        match self.inflight.get(&p) {
-            Some(b) => crate::fs::Source::Mem(b.to_vec()),
-            None => crate::fs::Source::Dev(p),
+        if let Some(b) = self.inflight.get(&p) {
+            return Ok(crate::fs::Source::Mem(b.to_vec()));
         }
+        self.check_undamaged(p)?;
+        Ok(crate::fs::Source::Dev(p))
     }
 
     /// Keeps every payload block of `runs`, about to be written, readable

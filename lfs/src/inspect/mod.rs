@@ -11,7 +11,7 @@ mod segment;
 mod superblocks;
 
 pub use probe::{probe_signature, Signature};
-pub use segment::{check_segment, dump_segment, LogDump, SegmentDump};
+pub use segment::{check_segment, dump_segment, read_segment, LogDump, SegmentDump};
 pub use superblocks::{read_superblocks, SbCopy, SuperblockBytes, SuperblockPair};
 
 use crate::blockdev::BlockDevice;

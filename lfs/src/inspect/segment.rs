@@ -54,7 +54,22 @@ pub fn check_segment(sb: &Superblock, segno: u64) -> Result<()> {
 
 /// Reads and verifies every log of segment `segno`.
 pub fn dump_segment(dev: &dyn BlockDevice, sb: &Superblock, segno: u64) -> Result<SegmentDump> {
+    read_segment(dev, sb, segno, false).map(|(d, _)| d)
+}
+
+/// [`dump_segment`], and if `keep_bodies`, each log's body (its payload
+/// blocks, super root included) as read and checked against the log's
+/// body checksum, in the order of `SegmentDump::logs` (empty otherwise).
+/// The cleaner takes the blocks it moves from these: what it copies is
+/// exactly what was verified.
+pub fn read_segment(
+    dev: &dyn BlockDevice,
+    sb: &Superblock,
+    segno: u64,
+    keep_bodies: bool,
+) -> Result<(SegmentDump, Vec<Vec<u8>>)> {
     check_segment(sb, segno)?;
+    let mut bodies = Vec::new();
     let bs = u64::from(sb.block_size);
     let start = sb.segment_start(segno);
     let seg_end = start + u64::from(sb.blocks_per_segment);
@@ -112,6 +127,9 @@ pub fn dump_segment(dev: &dyn BlockDevice, sb: &Superblock, segno: u64) -> Resul
             .has_super_root()
             .then(|| SuperRoot::decode(chunks.last().copied().unwrap_or(&[]), sb.crc_seed));
         last_seq = Some(summary.header.seq);
+        if keep_bodies {
+            bodies.push(body);
+        }
         block += u64::from(header.nblocks);
         logs.push(LogDump {
             block: block - u64::from(header.nblocks),
@@ -121,11 +139,12 @@ pub fn dump_segment(dev: &dyn BlockDevice, sb: &Superblock, segno: u64) -> Resul
             super_root,
         });
     };
-    Ok(SegmentDump {
+    let dump = SegmentDump {
         segno,
         start_block: start,
         nblocks: u64::from(sb.blocks_per_segment),
         logs,
         end,
-    })
+    };
+    Ok((dump, bodies))
 }

@@ -166,6 +166,14 @@ impl Segments {
         }
     }
 
+    /// Sets `flags` (`SU_FLAG_*`) on segment `s`, as on error.
+    pub fn set_flags(&mut self, s: u64, flags: u32) {
+        if let Some(u) = self.usage.get_mut(s as usize) {
+            u.flags |= flags;
+            self.mark(s);
+        }
+    }
+
     /// Marks `s` as no longer a log head.
     pub fn deactivate(&mut self, s: u64) {
         if let Some(u) = self.usage.get_mut(s as usize) {
