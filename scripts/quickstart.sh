@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Quick start: install the prerequisites, build lfs (release), format an
-# image file, mount it with fsd, start cleanerd, write, snapshot and
-# overwrite files, show what fsctl sees (checkpoints, segments, space, the
-# cleaner), run a cleaning pass, stop both, and show the superblock and a
-# consistency check.
+# image file, mount it with fsd (which starts cleanerd, the segment
+# cleaner), write, snapshot and overwrite files, show what fsctl sees
+# (checkpoints, segments, space, the cleaner), run a cleaning pass,
+# unmount, and show the superblock and a consistency check.
 #
 #   scripts/quickstart.sh [IMAGE [SIZE]]
 #
@@ -56,12 +56,7 @@ format_image() {
 
 mnt=
 fsd_pid=
-cleanerd_pid=
 cleanup() {
-    if [ -n "$cleanerd_pid" ] && kill -0 "$cleanerd_pid" 2>/dev/null; then
-        kill -TERM "$cleanerd_pid" 2>/dev/null || true
-        wait "$cleanerd_pid" 2>/dev/null || true
-    fi
     if [ -n "$fsd_pid" ] && kill -0 "$fsd_pid" 2>/dev/null; then
         kill -TERM "$fsd_pid" 2>/dev/null || true
         wait "$fsd_pid" 2>/dev/null || true
@@ -75,7 +70,7 @@ trap cleanup EXIT
 
 mount_and_use() {
     mnt=$(mktemp -d /tmp/lfs-quickstart.XXXXXX)
-    step "fsd $image $mnt"
+    step "fsd $image $mnt (it starts cleanerd, the segment cleaner; see fsd(8), CLEANING)"
     "$bin/fsd" "$image" "$mnt" &
     fsd_pid=$!
     for _ in $(seq 100); do
@@ -84,9 +79,6 @@ mount_and_use() {
         sleep 0.1
     done
     grep -q " $mnt fuse" /proc/self/mounts || die "fsd did not mount $mnt"
-    step "cleanerd $mnt (the segment cleaner, default policy; see cleanerd(8))"
-    "$bin/cleanerd" "$mnt" &
-    cleanerd_pid=$!
     step "write, overwrite and read files"
     echo "hello from lfs" > "$mnt/hello.txt"
     mkdir "$mnt/dir"
@@ -108,6 +100,12 @@ mount_and_use() {
     step "fsctl df $mnt (before cleaning)"
     "$bin/fsctl" df "$mnt"
     step "fsctl clean --once --protection-period 0 $mnt (one pass by cleanerd)"
+    # fsd started cleanerd a moment ago; its control socket may not be up
+    # yet.
+    for _ in $(seq 50); do
+        "$bin/fsctl" clean "$mnt" --status >/dev/null 2>&1 && break
+        sleep 0.1
+    done
     "$bin/fsctl" clean "$mnt" --once --protection-period 0
     step "fsctl df $mnt (after cleaning: the old copies of dir/blob are free)"
     "$bin/fsctl" df "$mnt"
@@ -115,11 +113,7 @@ mount_and_use() {
     "$bin/fsctl" clean "$mnt" --status
     step "fsctl stat $mnt"
     "$bin/fsctl" stat "$mnt"
-    step "stop cleanerd (SIGTERM)"
-    kill -TERM "$cleanerd_pid"
-    wait "$cleanerd_pid"
-    cleanerd_pid=
-    step "unmount (SIGTERM to fsd: final checkpoint, clean superblock)"
+    step "unmount (SIGTERM to fsd: it stops cleanerd, writes a final checkpoint, marks the filesystem clean)"
     kill -TERM "$fsd_pid"
     wait "$fsd_pid"
     fsd_pid=

@@ -62,6 +62,9 @@ pub const DEFAULT_MC_MIN_RECLAIMABLE_BLOCKS: Amount = Amount::Percent(1.0);
 pub const DEFAULT_USE_SET_SUINFO: bool = true;
 /// The log level.
 pub const DEFAULT_LOG_PRIORITY: LevelFilter = LevelFilter::Info;
+/// History yields to space: when space runs short, fsd deletes the oldest
+/// plain checkpoints whatever their age (cleanerd.conf(5)).
+pub const DEFAULT_STRICT_PROTECTION: bool = false;
 
 /// Shortest accepted interval: a faster loop only burns CPU.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -76,6 +79,7 @@ pub const MAX_SEGMENTS_PER_CLEAN: u64 = CleanSegments::MAX_SEGMENTS as u64;
 /// The keys, as spelt in the file; cleanerd.conf(5) describes each.
 pub mod key {
     pub const PROTECTION_PERIOD: &str = "protection_period";
+    pub const STRICT_PROTECTION: &str = "strict_protection";
     pub const MIN_CLEAN_SEGMENTS: &str = "min_clean_segments";
     pub const MAX_CLEAN_SEGMENTS: &str = "max_clean_segments";
     pub const CLEAN_CHECK_INTERVAL: &str = "clean_check_interval";
@@ -94,6 +98,7 @@ pub mod key {
 /// Every key, in the order of the documentation.
 pub const KEYS: &[&str] = &[
     key::PROTECTION_PERIOD,
+    key::STRICT_PROTECTION,
     key::MIN_CLEAN_SEGMENTS,
     key::MAX_CLEAN_SEGMENTS,
     key::CLEAN_CHECK_INTERVAL,
@@ -122,6 +127,9 @@ pub const LOG_PRIORITIES: &[&str] = &[
 pub struct Config {
     /// Checkpoints younger than this are kept.
     pub protection_period: Duration,
+    /// Keep them even when space runs short (NoSpace rather than lose
+    /// history).
+    pub strict_protection: bool,
     /// Below this, mc mode.
     pub min_clean_segments: Amount,
     /// At or above this, idle.
@@ -165,6 +173,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             protection_period: DEFAULT_PROTECTION_PERIOD,
+            strict_protection: DEFAULT_STRICT_PROTECTION,
             min_clean_segments: DEFAULT_MIN_CLEAN_SEGMENTS,
             max_clean_segments: DEFAULT_MAX_CLEAN_SEGMENTS,
             clean_check_interval: DEFAULT_CLEAN_CHECK_INTERVAL,
@@ -311,6 +320,7 @@ impl Config {
             key::PROTECTION_PERIOD => {
                 self.protection_period = time(v, Duration::ZERO, MAX_PROTECTION_PERIOD)?
             }
+            key::STRICT_PROTECTION => self.strict_protection = boolean(v)?,
             key::MIN_CLEAN_SEGMENTS => self.min_clean_segments = amount(v)?,
             key::MAX_CLEAN_SEGMENTS => self.max_clean_segments = amount(v)?,
             key::CLEAN_CHECK_INTERVAL => self.clean_check_interval = interval(v)?,
@@ -330,11 +340,7 @@ impl Config {
             key::RETRY_INTERVAL => self.retry_interval = interval(v)?,
             key::MIN_RECLAIMABLE_BLOCKS => self.min_reclaimable_blocks = amount(v)?,
             key::MC_MIN_RECLAIMABLE_BLOCKS => self.mc_min_reclaimable_blocks = amount(v)?,
-            key::USE_SET_SUINFO => {
-                self.use_set_suinfo = v
-                    .as_bool()
-                    .ok_or_else(|| format!("must be true or false, not {}", v.type_str()))?
-            }
+            key::USE_SET_SUINFO => self.use_set_suinfo = boolean(v)?,
             key::LOG_PRIORITY => self.log_priority = parse_log_priority(string(v)?)?,
             _ => return Err("unknown key".into()),
         }
@@ -425,6 +431,7 @@ impl Config {
         };
         Ok(Params {
             protection_s: protection_seconds(self.protection_period),
+            strict_protection: self.strict_protection,
             min_clean,
             max_clean,
             clean_check_interval: self.clean_check_interval,
@@ -458,6 +465,7 @@ impl Config {
     pub fn values(&self) -> Vec<String> {
         vec![
             crate::units::format_duration(self.protection_period),
+            self.strict_protection.to_string(),
             self.min_clean_segments.to_string(),
             self.max_clean_segments.to_string(),
             crate::units::format_duration(self.clean_check_interval),
@@ -507,6 +515,8 @@ impl From<&lfs_proto::msg::Sustat> for Geometry {
 pub struct Params {
     /// Protection period in seconds.
     pub protection_s: u32,
+    /// Keep the protection period even when space runs short.
+    pub strict_protection: bool,
     /// Clean segments below which mc mode starts.
     pub min_clean: u64,
     /// Clean segments at which cleaning stops.
@@ -531,6 +541,11 @@ pub struct Params {
     pub mc_min_reclaimable: u64,
     /// Mark deferred segments young.
     pub use_set_suinfo: bool,
+}
+
+fn boolean(v: &toml::Value) -> Result<bool, String> {
+    v.as_bool()
+        .ok_or_else(|| format!("must be true or false, not {}", v.type_str()))
 }
 
 fn string(v: &toml::Value) -> Result<&str, String> {

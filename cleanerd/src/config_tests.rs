@@ -46,6 +46,7 @@ fn an_empty_file_is_the_defaults() {
         p,
         Params {
             protection_s: 3600,
+            strict_protection: false,
             min_clean: 100,
             max_clean: 200,
             clean_check_interval: Duration::from_secs(10),
@@ -66,6 +67,7 @@ fn an_empty_file_is_the_defaults() {
 fn every_key_is_set() {
     let c = ok(r#"
 protection_period = "30m"
+strict_protection = true
 min_clean_segments = 5
 max_clean_segments = "1G"
 clean_check_interval = 2.5
@@ -81,6 +83,7 @@ use_set_suinfo = false
 log_priority = "notice"
 "#);
     assert_eq!(c.protection_period, Duration::from_secs(1800));
+    assert!(c.strict_protection);
     assert_eq!(c.min_clean_segments, Amount::Count(5));
     assert_eq!(c.max_clean_segments, Amount::Bytes(1 << 30));
     assert_eq!(c.clean_check_interval, Duration::from_millis(2500));
@@ -95,13 +98,14 @@ log_priority = "notice"
     assert!(!c.use_set_suinfo);
     assert_eq!(c.log_priority, LevelFilter::Info);
     assert_eq!(c.origin.lines.len(), KEYS.len());
-    assert_eq!(c.origin.lines[key::LOG_PRIORITY], 15);
+    assert_eq!(c.origin.lines[key::LOG_PRIORITY], 16);
     let p = c.resolve(&geometry()).unwrap();
     // 1 GiB of 8 MiB segments: 128; 2% of 1000: 20; 256 KiB of 4 KiB: 64.
     assert_eq!((p.protection_s, p.min_clean, p.max_clean), (1800, 5, 128));
     assert_eq!((p.nsegments, p.mc_nsegments), (8, 20));
     assert_eq!((p.min_reclaimable, p.mc_min_reclaimable), (64, 3));
     assert!(!p.use_set_suinfo);
+    assert!(p.strict_protection);
     assert_eq!(p.policy, Policy::CostBenefit);
     for (name, policy) in Policy::NAMES.iter().zip(Policy::ALL) {
         assert_eq!(
@@ -162,6 +166,12 @@ fn wrong_types_are_errors() {
         1,
         Some("selection_policy"),
         "must be a string, not integer",
+    );
+    bad(
+        "strict_protection = 1",
+        1,
+        Some("strict_protection"),
+        "must be true or false, not integer",
     );
     bad(
         "use_set_suinfo = \"yes\"",

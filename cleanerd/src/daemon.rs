@@ -249,8 +249,29 @@ impl Daemon {
             self.ever_connected = true;
             self.with_status(|s| s.connected = true);
             self.client = Some(c);
+            self.tell_strict_protection();
         }
         Ok(())
+    }
+
+    /// With `strict_protection`, tells fsd at once (an expiry-only
+    /// CLEAN_SEGMENTS with the flag), not at the first pass: until then
+    /// fsd would delete young checkpoints if space ran short.
+    fn tell_strict_protection(&mut self) {
+        if !self.config.strict_protection {
+            return;
+        }
+        let req = lfs_proto::msg::CleanSegments {
+            protection_s: crate::config::protection_seconds(self.config.protection_period),
+            segments: Vec::new(),
+            warm: Vec::new(),
+            flags: lfs_proto::msg::CLEAN_STRICT_PROTECTION,
+        };
+        if let Some(c) = self.client.as_mut() {
+            if let Err(e) = c.call(&req) {
+                warn!("telling fsd to keep the protection period strictly: {e}");
+            }
+        }
     }
 
     /// GET_SUSTAT, and the configuration resolved against its geometry.
@@ -306,7 +327,16 @@ impl Daemon {
             }
         };
         let before = self.schedule.mode();
-        let Some(effort) = self.schedule.decide(now, st.nclean, &params) else {
+        if st.space_waiters > 0 && self.schedule.mode() != Mode::Suspended {
+            info!(
+                "{} change(s) wait for space in fsd: cleaning now, whatever a pass nets",
+                st.space_waiters
+            );
+        }
+        let Some(effort) = self
+            .schedule
+            .decide(now, st.nclean, st.space_waiters, &params)
+        else {
             self.log_mode(before, &st, &params);
             self.recovered();
             return Ok(());
@@ -341,6 +371,7 @@ impl Daemon {
     ) -> PassSpec {
         PassSpec {
             protection_s: protection_s.unwrap_or(p.protection_s),
+            strict_protection: p.strict_protection,
             policy: p.policy,
             effort,
             use_set_suinfo: p.use_set_suinfo && !self.set_suinfo_unsupported,

@@ -69,6 +69,8 @@ pub struct FakeState {
     pub expiry: Vec<(u64, u32)>,
     /// Checkpoints the next CLEAN_SEGMENTS deletes.
     pub expiring_checkpoints: u64,
+    /// What GET_SUSTAT reports as changes waiting for space.
+    pub space_waiters: u64,
 }
 
 impl FakeState {
@@ -214,6 +216,7 @@ impl Service for FakeFs {
                 ctime_ns: 0,
                 nongc_ctime_ns: 0,
                 prot_seq: 0,
+                space_waiters: s.space_waiters,
             })
         })
     }

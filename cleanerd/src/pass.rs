@@ -22,7 +22,7 @@
 
 use lfs_proto::msg::{
     CleanReply, CleanSegments, GetSuinfo, SetSuinfo, SuUpdate, Suinfo, Sustat,
-    CLEAN_SEPARATE_WRITES, CLEAN_WARM_YOUNG,
+    CLEAN_SEPARATE_WRITES, CLEAN_STRICT_PROTECTION, CLEAN_WARM_YOUNG,
 };
 use lfs_proto::{Client, ClientError};
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,8 @@ pub const EXTRA_TRIES: usize = 4;
 pub struct PassSpec {
     /// Protection period, seconds.
     pub protection_s: u32,
+    /// Keep it even when space runs short (`CLEAN_STRICT_PROTECTION`).
+    pub strict_protection: bool,
     /// Victim selection.
     pub policy: Policy,
     /// How many segments and how much to reclaim.
@@ -230,6 +232,9 @@ pub fn run_pass(
     }
     if policy::warms_young(spec.policy) {
         flags |= CLEAN_WARM_YOUNG;
+    }
+    if spec.strict_protection {
+        flags |= CLEAN_STRICT_PROTECTION;
     }
     let expire = CleanSegments {
         protection_s,

@@ -149,10 +149,25 @@ impl Schedule {
         self.due = now;
     }
 
-    /// A check read `nclean`: returns the pass to run now, if any (and
-    /// when none, schedules the next check).
-    pub fn decide(&mut self, now: Duration, nclean: u64, p: &Params) -> Option<Effort> {
+    /// A check read `nclean`, and `waiters` changes waiting for space in
+    /// fsd: returns the pass to run now, if any (and when none, schedules
+    /// the next check). With writers waiting the pass is mc mode's and is
+    /// never deferred: whatever it nets is space they wait for.
+    pub fn decide(
+        &mut self,
+        now: Duration,
+        nclean: u64,
+        waiters: u64,
+        p: &Params,
+    ) -> Option<Effort> {
         self.mode = next_mode(self.mode, nclean, p.min_clean, p.max_clean);
+        if waiters > 0 {
+            self.mode = Mode::Mc;
+            return Some(Effort {
+                min_reclaimable: 0,
+                ..effort(Mode::Mc, p)
+            });
+        }
         if self.mode == Mode::Idle {
             self.failures = 0;
             self.due = now + p.clean_check_interval;
@@ -174,10 +189,16 @@ impl Schedule {
     }
 
     /// The pass found too little to reclaim: try again after
-    /// `retry_interval`.
+    /// `retry_interval`, or in mc mode (space is short) after at most
+    /// `clean_check_interval`: a minute's pause then left writers waiting
+    /// for space that a pass a few seconds later would have freed.
     pub fn deferred(&mut self, now: Duration, p: &Params) {
         self.failures = 0;
-        self.due = now + p.retry_interval;
+        self.due = now
+            + match self.mode {
+                Mode::Mc => p.retry_interval.min(p.clean_check_interval),
+                _ => p.retry_interval,
+            };
     }
 
     /// A check or pass failed: returns the wait, doubling from
@@ -253,15 +274,15 @@ mod tests {
         let mut sch = Schedule::new();
         assert!(sch.is_due(s(0)));
         // Plenty of space: idle, next check after clean_check_interval.
-        assert_eq!(sch.decide(s(0), 50, &p), None);
+        assert_eq!(sch.decide(s(0), 50, 0, &p), None);
         assert_eq!(sch.mode(), Mode::Idle);
         assert_eq!(sch.due(), s(10));
         assert!(!sch.is_due(s(9)));
         assert!(sch.is_due(s(10)));
         // Between the marks while idle: still idle.
-        assert_eq!(sch.decide(s(10), 15, &p), None);
+        assert_eq!(sch.decide(s(10), 15, 0, &p), None);
         // Below min: mc effort, mc interval.
-        let e = sch.decide(s(20), 8, &p).unwrap();
+        let e = sch.decide(s(20), 8, 0, &p).unwrap();
         assert_eq!(
             e,
             Effort {
@@ -273,7 +294,7 @@ mod tests {
         sch.cleaned(s(20), &p);
         assert_eq!(sch.due(), s(21));
         // Above min, below max: normal effort and interval, until max.
-        let e = sch.decide(s(21), 12, &p).unwrap();
+        let e = sch.decide(s(21), 12, 0, &p).unwrap();
         assert_eq!(
             e,
             Effort {
@@ -284,21 +305,42 @@ mod tests {
         assert_eq!(sch.mode(), Mode::Normal);
         sch.cleaned(s(21), &p);
         assert_eq!(sch.due(), s(26));
-        assert!(sch.decide(s(26), 19, &p).is_some());
+        assert!(sch.decide(s(26), 19, 0, &p).is_some());
         sch.cleaned(s(26), &p);
-        assert_eq!(sch.decide(s(31), 20, &p), None);
+        assert_eq!(sch.decide(s(31), 20, 0, &p), None);
         assert_eq!(sch.mode(), Mode::Idle);
         assert_eq!(sch.due(), s(41));
     }
 
     #[test]
-    fn deferral_waits_retry_interval() {
+    fn deferral_waits_retry_interval_or_less_when_space_is_short() {
         let p = params();
         let mut sch = Schedule::new();
-        assert!(sch.decide(s(0), 5, &p).is_some());
-        sch.deferred(s(0), &p);
-        assert_eq!(sch.due(), s(60));
+        // mc mode: the check interval.
+        assert!(sch.decide(s(0), 5, 0, &p).is_some());
         assert_eq!(sch.mode(), Mode::Mc);
+        sch.deferred(s(0), &p);
+        assert_eq!(sch.due(), s(10));
+        // Normal mode: retry_interval.
+        assert!(sch.decide(s(10), 15, 0, &p).is_some());
+        assert_eq!(sch.mode(), Mode::Normal);
+        sch.deferred(s(10), &p);
+        assert_eq!(sch.due(), s(70));
+    }
+
+    #[test]
+    fn writers_waiting_for_space_get_a_pass_that_is_never_deferred() {
+        let p = params();
+        let mut sch = Schedule::new();
+        // Plenty of clean segments, but writers wait: mc effort at once,
+        // with no reclaimable minimum.
+        let e = sch.decide(s(0), 50, 2, &p).unwrap();
+        assert_eq!(sch.mode(), Mode::Mc);
+        assert_eq!(e.min_reclaimable, 0);
+        assert_eq!(e.nsegments, p.mc_nsegments);
+        // Nobody waits any more: back to the hysteresis.
+        assert_eq!(sch.decide(s(1), 50, 0, &p), None);
+        assert_eq!(sch.mode(), Mode::Idle);
     }
 
     #[test]
@@ -315,7 +357,7 @@ mod tests {
         assert_eq!(sch.due(), s(160));
         assert_eq!(sch.failures(), 6);
         // A success resets the back-off.
-        assert!(sch.decide(s(160), 5, &p).is_some());
+        assert!(sch.decide(s(160), 5, 0, &p).is_some());
         sch.cleaned(s(160), &p);
         assert_eq!(sch.failures(), 0);
         assert_eq!(
@@ -331,7 +373,7 @@ mod tests {
     fn suspended_is_never_due_and_resume_is_due_at_once() {
         let p = params();
         let mut sch = Schedule::new();
-        sch.decide(s(0), 50, &p);
+        sch.decide(s(0), 50, 0, &p);
         sch.suspend();
         assert_eq!(sch.mode(), Mode::Suspended);
         assert!(!sch.is_due(s(1000)));

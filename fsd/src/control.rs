@@ -192,14 +192,7 @@ impl Handler for FsService {
 }
 
 impl Service for FsService {
-    fn get_sustat(&self, peer: &Peer, _: GetSustat) -> Result<Sustat, i32> {
-        // cleanerd polls this between passes: from a peer that may clean
-        // (root or the owner), it tells writers out of space that a cleaner
-        // is watching and will make room (Fs::write).
-        let owner = self.fs.getattr(ROOT_INO).map_err(|e| errno(&e))?.uid;
-        if peer.uid == 0 || peer.uid == owner {
-            self.fs.note_cleaner();
-        }
+    fn get_sustat(&self, _: &Peer, _: GetSustat) -> Result<Sustat, i32> {
         let s = self.fs.sustat();
         Ok(Sustat {
             nsegs: s.nsegs,
@@ -213,6 +206,7 @@ impl Service for FsService {
             ctime_ns: s.ctime_ns,
             nongc_ctime_ns: s.nongc_ctime_ns,
             prot_seq: s.prot_seq,
+            space_waiters: s.space_waiters,
         })
     }
 
@@ -377,6 +371,7 @@ impl Service for FsService {
                     warm: r.warm,
                     separate_writes: r.flags & lfs_proto::msg::CLEAN_SEPARATE_WRITES != 0,
                     warm_young: r.flags & lfs_proto::msg::CLEAN_WARM_YOUNG != 0,
+                    strict_protection: r.flags & lfs_proto::msg::CLEAN_STRICT_PROTECTION != 0,
                 },
                 std::time::Duration::from_secs(u64::from(r.protection_s)),
             )

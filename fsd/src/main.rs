@@ -13,6 +13,7 @@ mod fuse;
 mod options;
 mod signals;
 mod snapshots;
+mod supervise;
 
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
@@ -68,7 +69,7 @@ fn fail(code: Exit, e: impl Into<anyhow::Error>) -> Failure {
                   6 needs -o ro. See fsd(8)."
 )]
 struct Args {
-    /// Mount options, comma-separated: ro, rw, allow_other, default_permissions.
+    /// Mount options, comma-separated: ro, rw, cp=CNO, allow_other, default_permissions, nogc, gcconf=PATH.
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     options: Vec<String>,
 
@@ -126,8 +127,21 @@ fn run(args: &Args) -> Result<(), Failure> {
     let device = &args.device;
     // A malformed NBD name is bad usage, found before anything is done.
     let name = DeviceName::parse(device).map_err(|e| fail(Exit::Usage, e))?;
-    let flags =
+    let mut flags =
         options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    if let Some(conf) = &flags.gc_conf {
+        // Checked now, and made absolute: cleanerd is started later, and
+        // again after any exit.
+        let abs = std::path::absolute(conf)
+            .and_then(|p| std::fs::File::open(&p).map(|_| p))
+            .map_err(|e| {
+                fail(
+                    Exit::Usage,
+                    anyhow!("-o gcconf={}: cannot read it: {e}", conf.display()),
+                )
+            })?;
+        flags.gc_conf = Some(abs);
+    }
     let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
     let source = match &args.config {
         Some(path) => Source::Explicit(path.clone()),
@@ -169,6 +183,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         dirty_limit_bytes: config.dirty_limit,
         space_wait: config.space_wait,
         device: device.display().to_string(),
+        background_space: true,
     };
     let fs = match flags.checkpoint {
         Some(cno) => Fs::mount_checkpoint(dev, cno).map_err(|e| match e {
@@ -259,6 +274,7 @@ fn run(args: &Args) -> Result<(), Failure> {
             ));
         }
     };
+    let cleaner = start_cleanerd(&flags, &socket);
     info!(
         "mounted {} on {} ({}, {} request threads, block size {})",
         device.display(),
@@ -273,6 +289,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     );
 
     let served = session.run();
+    if let Some(c) = cleaner {
+        c.stop();
+    }
     signal_thread.stop();
     control.stop();
     // The changes deferred by a freeze are answered before the final
@@ -285,6 +304,36 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     final_unmount(&fs, device)?;
     served.map_err(|e| fail(Exit::Error, anyhow!("FUSE session: {e}")))
+}
+
+/// Starts cleanerd under supervision for a read-write mount, unless
+/// `-o nogc` (fsd(8), CLEANING). Not found, fsd says so and goes on: the
+/// engine keeps space without it.
+fn start_cleanerd(flags: &MountFlags, socket: &Path) -> Option<supervise::Supervisor> {
+    if flags.read_only || flags.checkpoint.is_some() {
+        return None;
+    }
+    if flags.no_gc {
+        info!("-o nogc: cleanerd not started (the engine still keeps space itself)");
+        return None;
+    }
+    let exe = std::env::current_exe().ok();
+    let Some(program) = supervise::find_cleanerd(exe.as_deref()) else {
+        warn!(
+            "cleanerd not found beside {} or on PATH: not cleaning in the background (the \
+             engine still keeps space itself); install it, or mount with -o nogc to say so",
+            exe.as_deref()
+                .map_or("fsd".into(), |e| e.display().to_string())
+        );
+        return None;
+    };
+    match supervise::Supervisor::start(program, socket.to_path_buf(), flags.gc_conf.clone()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!("could not start the thread that supervises cleanerd: {e}");
+            None
+        }
+    }
 }
 
 /// Opens the device (a path or an NBD name; a file exclusively for

@@ -10,7 +10,15 @@ use nix::errno::Errno;
 use fsd::config::Config;
 
 /// The `-o` options fsd knows.
-pub const MOUNT_OPTIONS: &[&str] = &["ro", "rw", "cp=CNO", "allow_other", "default_permissions"];
+pub const MOUNT_OPTIONS: &[&str] = &[
+    "ro",
+    "rw",
+    "cp=CNO",
+    "allow_other",
+    "default_permissions",
+    "nogc",
+    "gcconf=PATH",
+];
 
 /// What `-o` asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +36,11 @@ pub struct MountFlags {
     /// `cp=CNO`: mount that older checkpoint (read-only) instead of the
     /// latest state.
     pub checkpoint: Option<u64>,
+    /// `nogc`: do not start cleanerd (the engine still keeps space:
+    /// history yields and it cleans itself when space runs short).
+    pub no_gc: bool,
+    /// `gcconf=PATH`: cleanerd's configuration file.
+    pub gc_conf: Option<PathBuf>,
 }
 
 impl MountFlags {
@@ -56,6 +69,14 @@ pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
             "rw" => flags.read_only = false,
             "allow_other" => flags.allow_other = true,
             "default_permissions" => flags.default_permissions = true,
+            "nogc" => flags.no_gc = true,
+            conf if conf.starts_with("gcconf=") => {
+                let path = &conf["gcconf=".len()..];
+                if path.is_empty() {
+                    return Err("-o gcconf= needs a path: cleanerd's configuration file".into());
+                }
+                flags.gc_conf = Some(PathBuf::from(path));
+            }
             cp if cp.starts_with("cp=") => {
                 let n = &cp[3..];
                 match n.parse::<u64>() {

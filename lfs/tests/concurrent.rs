@@ -641,14 +641,6 @@ fn cleaner(fs: Arc<Fs>, seed: u64, stop: Arc<AtomicBool>) -> Result<u64, String>
     Ok(passes)
 }
 
-fn counter(fs: &Fs, name: &str) -> u64 {
-    fs.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map_or(0, |&(_, v)| v)
-}
-
 /// Runs the workers, the timer and the cleaner on one filesystem, then
 /// checks everything after a remount.
 fn soak(seed: u64, nops: usize) {
@@ -686,7 +678,7 @@ fn soak(seed: u64, nops: usize) {
 
     // The test must have run what it is about: checkpoints by the timer,
     // while operations ran, and cleaning passes that moved blocks.
-    let checkpoints = counter(&fs, "checkpoints");
+    let checkpoints = fs.stats().counter("checkpoints").unwrap();
     assert!(
         checkpoints > nops as u64 / 50,
         "only {checkpoints} checkpoints in {nops} operations a worker"

@@ -26,15 +26,6 @@ fn opts() -> MountOptions {
     }
 }
 
-fn counter(fs: &Fs, name: &str) -> u64 {
-    fs.stats()
-        .counters
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|&(_, v)| v)
-        .unwrap_or_else(|| panic!("no counter {name}"))
-}
-
 /// The device as a crash now would leave it (unflushed writes dropped),
 /// checked by fsck.
 fn crash_image(dev: &FaultDevice<MemDevice>) -> Arc<dyn BlockDevice> {
@@ -75,10 +66,14 @@ fn fdatasync_writes_a_data_sync_log_and_a_crash_keeps_that_file_only() {
     fs.create(ROOT_INO, b"c", 0o644, 0, 0, 0).unwrap();
     let mtime = fs.getattr(a).unwrap().mtime;
 
-    let (checkpoints, flushes) = (counter(&fs, "checkpoints"), dev.flushes());
+    let (checkpoints, flushes) = (fs.stats().counter("checkpoints").unwrap(), dev.flushes());
     fs.fsync(a, true).unwrap();
-    assert_eq!(counter(&fs, "data_sync_writes"), 1);
-    assert_eq!(counter(&fs, "checkpoints"), checkpoints, "no checkpoint");
+    assert_eq!(fs.stats().counter("data_sync_writes").unwrap(), 1);
+    assert_eq!(
+        fs.stats().counter("checkpoints").unwrap(),
+        checkpoints,
+        "no checkpoint"
+    );
     assert_eq!(dev.flushes(), flushes + 1, "one flush");
     assert_eq!(
         fs.read(a, 0, 1 << 20).unwrap(),
@@ -162,13 +157,17 @@ fn fdatasync_writes_a_checkpoint_when_more_than_data_changed() {
         change(&fs, old);
         let ino = fs.lookup(ROOT_INO, b"new").map_or(old, |a| a.ino);
         let (cps, dsyncs) = (
-            counter(&fs, "checkpoints"),
-            counter(&fs, "data_sync_writes"),
+            fs.stats().counter("checkpoints").unwrap(),
+            fs.stats().counter("data_sync_writes").unwrap(),
         );
         fs.fsync(ino, true).unwrap();
-        assert_eq!(counter(&fs, "checkpoints"), cps + 1, "{what}: a checkpoint");
         assert_eq!(
-            counter(&fs, "data_sync_writes"),
+            fs.stats().counter("checkpoints").unwrap(),
+            cps + 1,
+            "{what}: a checkpoint"
+        );
+        assert_eq!(
+            fs.stats().counter("data_sync_writes").unwrap(),
             dsyncs,
             "{what}: no data-sync log"
         );
@@ -188,7 +187,7 @@ fn fdatasync_writes_a_checkpoint_when_more_than_data_changed() {
     };
     fs.setattr(old, &s).unwrap();
     fs.fsync(old, true).unwrap();
-    assert_eq!(counter(&fs, "data_sync_writes"), 1);
+    assert_eq!(fs.stats().counter("data_sync_writes").unwrap(), 1);
     let img = crash_image(&dev);
     let fs = Fs::mount(img, opts()).unwrap();
     assert_eq!(fs.getattr(old).unwrap().size, 1 << 20);
@@ -224,7 +223,7 @@ fn concurrent_fdatasyncs_all_survive_a_crash() {
             });
         }
     });
-    let writes = counter(&fs, "data_sync_writes");
+    let writes = fs.stats().counter("data_sync_writes").unwrap();
     assert!(
         (1..=(FILES * 5) as u64).contains(&writes),
         "{writes} data-sync writes"
@@ -323,7 +322,7 @@ fn a_block_placed_by_fdatasync_and_overwritten_is_not_moved_by_cleaning() {
         }
         fs.fsync(f, true).unwrap();
     }
-    assert_eq!(counter(&fs, "data_sync_writes"), 4);
+    assert_eq!(fs.stats().counter("data_sync_writes").unwrap(), 4);
     let (usage, _) = fs.segment_usage();
     let victims: Vec<u64> = usage
         .iter()

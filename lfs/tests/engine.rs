@@ -231,7 +231,7 @@ fn queries_report_truthful_figures() {
         .windows(2)
         .all(|w| w[0].cno < w[1].cno && w[0].ctime_ns <= w[1].ctime_ns));
     let s = fs.stats();
-    let get = |n: &str| s.counters.iter().find(|(k, _)| *k == n).unwrap().1;
+    let get = |n: &str| s.counter(n).unwrap();
     assert_eq!(get("user_bytes_written"), 400 * 4096);
     assert_eq!(get("device_data_bytes_written"), 400 * 4096);
     assert!(get("device_meta_bytes_written") > 0);

@@ -212,6 +212,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             ctime_ns: 1_700_000_000_000_000_000,
             nongc_ctime_ns: 1_600_000_000_000_000_000,
             prot_seq: 77,
+            space_waiters: 0,
         },
     ));
     replies.extend(rep::<GetSuinfo>(

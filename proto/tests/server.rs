@@ -196,6 +196,7 @@ fn sustat() -> Sustat {
         ctime_ns: 1_700_000_000_000_000_000,
         nongc_ctime_ns: 1_600_000_000_000_000_000,
         prot_seq: 77,
+        space_waiters: 0,
     }
 }
 

@@ -17,6 +17,17 @@ use nix::sys::signal::Signal;
 
 const CHUNK: usize = 64 << 10;
 
+/// Creates (or truncates) `path`, open for reading and writing.
+fn create_rw(path: &std::path::Path) -> std::fs::File {
+    OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap_or_else(|e| panic!("creating {}: {e}", path.display()))
+}
+
 /// Chunk `c` of version `v`.
 fn chunk(c: u64, v: u32) -> Vec<u8> {
     pattern(CHUNK, c.wrapping_mul(1_000_003) ^ u64::from(v) << 40 | 1)
@@ -33,13 +44,7 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
 
     // A 32 MiB file: about a third of the filesystem is live data.
     let path = mnt.join("data");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(true)
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let f = create_rw(&path);
     let nchunks: u64 = (32 << 20) / CHUNK as u64;
     let mut ver = vec![0u32; nchunks as usize];
     for c in 0..nchunks {
@@ -117,4 +122,174 @@ fn cleanerd_keeps_a_filesystem_writable_through_five_times_its_free_space() {
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
     assert_fsck_clean(&image, "after the workload");
+}
+
+/// The pids of the processes named `name` whose parent is `parent`.
+fn children_named(parent: u32, name: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // pid (comm) state ppid ...
+        let Some(close) = stat.rfind(')') else {
+            continue;
+        };
+        let comm = stat[stat.find('(').map_or(0, |o| o + 1)..close].to_string();
+        let ppid = stat[close + 1..]
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if comm == name && ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Waits until `parent` has exactly one child `cleanerd` that is not
+/// `not`, and returns it.
+fn wait_for_cleanerd(parent: u32, not: Option<u32>, fsd: &Fsd) -> u32 {
+    let t = Instant::now();
+    loop {
+        let c = children_named(parent, "cleanerd");
+        if c.len() == 1 && Some(c[0]) != not {
+            return c[0];
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "no (new) cleanerd under fsd {parent}: {c:?}\nfsd:\n{}",
+            fsd.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 23: fsd starts cleanerd with the mount (with the configuration
+/// `-o gcconf=` names), starts it again after it dies, stops it at
+/// unmount; `-o nogc` starts none.
+#[test]
+fn fsd_starts_supervises_and_stops_cleanerd() {
+    let tmp = temp_dir();
+    let image = mkfs_with(tmp.path(), "sup.img", &["--size", "64M", "-B", "256"]);
+    let mnt = mkdir(tmp.path(), "mnt");
+    let conf = tmp.path().join("cleanerd.conf");
+    std::fs::write(&conf, EAGER_CLEANERD_CONF).unwrap();
+    let gc = format!("gcconf={}", conf.display());
+    let mut fsd = Fsd::start(&image, &mnt, &["-o", &gc]);
+    let sock = mnt.with_extension("sock");
+    let s = sock.to_str().unwrap();
+    let first = wait_for_cleanerd(fsd.process_id(), None, &fsd);
+    // It serves its control socket, through which fsctl asks it.
+    let t = Instant::now();
+    loop {
+        let o = fsctl(&["clean", s, "--status"]);
+        if o.status.success() {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "status: {o}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Killed, it comes back.
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first as i32), Signal::SIGKILL).unwrap();
+    let second = wait_for_cleanerd(fsd.process_id(), Some(first), &fsd);
+    assert_ne!(first, second);
+    assert!(
+        fsd.log().contains("cleanerd") && fsd.log().contains("starting it again"),
+        "{}",
+        fsd.log()
+    );
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(second as i32), None).is_err(),
+        "cleanerd {second} outlived fsd"
+    );
+
+    let mut fsd = Fsd::start(&image, &mnt, &["-o", "nogc"]);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        children_named(fsd.process_id(), "cleanerd").is_empty(),
+        "-o nogc started cleanerd"
+    );
+    assert!(fsd.log().contains("nogc"), "{}", fsd.log());
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+
+    // A configuration that cannot be read is refused at once.
+    let o = lfs_e2e::run(
+        std::process::Command::new(lfs_e2e::built_binary("fsd"))
+            .args(["-o", "gcconf=/nonexistent/cleanerd.conf", "--socket"])
+            .arg(&sock)
+            .arg(&image)
+            .arg(&mnt),
+        CMD_TIMEOUT,
+    );
+    assert_eq!(o.status.code(), Some(EXIT_USAGE), "{o}");
+    assert!(o.stderr.contains("gcconf"), "{o}");
+}
+
+/// Issue 23: on defaults (fsd starting cleanerd with the shipped
+/// configuration), a small image 85 % full of live data takes skewed
+/// overwrites of five times its free space with an fsync every 64
+/// writes: no ENOSPC, every byte there, fsck clean.
+#[test]
+fn eighty_five_percent_live_takes_sustained_overwrites_on_defaults() {
+    let tmp = temp_dir();
+    // 64 segments of 2 MiB, as 512 MiB in 8 MiB ones.
+    let image = mkfs_with(tmp.path(), "full.img", &["--size", "128M", "-B", "512"]);
+    let mnt = mkdir(tmp.path(), "mnt");
+    let shipped = lfs_e2e::workspace_root().join("conf/cleanerd.conf");
+    let gc = format!("gcconf={}", shipped.display());
+    let mut fsd = Fsd::start(&image, &mnt, &["-o", &gc]);
+    let s = mnt.with_extension("sock").to_str().unwrap().to_string();
+    let d = df_json(&s);
+    let total = d["total_bytes"].as_u64().unwrap();
+    let path = mnt.join("data");
+    let f = create_rw(&path);
+    let nchunks = total * 85 / 100 / CHUNK as u64;
+    let mut ver = vec![0u32; nchunks as usize];
+    for c in 0..nchunks {
+        f.write_all_at(&chunk(c, 0), c * CHUNK as u64)
+            .unwrap_or_else(|e| panic!("filling chunk {c} of {nchunks}: {e}\n{}", df_json(&s)));
+    }
+    f.sync_all().unwrap();
+    let free = total - nchunks * CHUNK as u64;
+    let writes = 5 * free / CHUNK as u64;
+    let mut rng = lfs_e2e::rng::SplitMix64(23);
+    let hot = nchunks / 10;
+    for i in 0..writes {
+        let c = if rng.below(10) < 9 {
+            rng.below(hot as usize) as u64
+        } else {
+            rng.below(nchunks as usize) as u64
+        };
+        ver[c as usize] += 1;
+        if let Err(e) = f.write_all_at(&chunk(c, ver[c as usize]), c * CHUNK as u64) {
+            panic!(
+                "overwrite {i} of {writes}: {e}\ndf: {}\nstat: {}\nfsd:\n{}",
+                df_json(&s),
+                fsctl(&["stat", &s]).stdout,
+                fsd.log()
+            );
+        }
+        if i % 64 == 63 {
+            f.sync_data().unwrap();
+        }
+    }
+    f.sync_all().unwrap();
+    let mut buf = vec![0u8; CHUNK];
+    for c in 0..nchunks {
+        f.read_exact_at(&mut buf, c * CHUNK as u64).unwrap();
+        assert!(buf == chunk(c, ver[c as usize]), "chunk {c}");
+    }
+    drop(f);
+    let stats = fsctl(&["stat", &s]).assert_success().stdout;
+    eprintln!("85 % live, {writes} overwrites of 64 KiB: {stats}");
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    assert_fsck_clean(&image, "after the overwrites");
 }

@@ -154,23 +154,26 @@ impl History {
     /// Deletes the oldest `limit` plain, unmounted checkpoints other than
     /// `latest` created before `before_ns`; returns how many.
     pub fn delete_older(&mut self, before_ns: u64, latest: u64, limit: usize) -> u64 {
-        let doomed: Vec<u64> = self
-            .valid
+        let doomed: Vec<u64> = self.deletable(before_ns, latest).take(limit).collect();
+        for &c in &doomed {
+            self.valid.remove(&c);
+            self.changed.insert(c);
+        }
+        doomed.len() as u64
+    }
+
+    /// The plain checkpoints older than `before_ns` that may be deleted,
+    /// oldest first: never `latest`, a snapshot or a mounted one.
+    pub fn deletable(&self, before_ns: u64, latest: u64) -> impl Iterator<Item = u64> + '_ {
+        self.valid
             .iter()
-            .filter(|&(&c, m)| {
+            .filter(move |&(&c, m)| {
                 c != latest
                     && m.ctime_ns < before_ns
                     && m.flags & CP_FLAG_SNAPSHOT == 0
                     && !self.mounted.contains_key(&c)
             })
             .map(|(&c, _)| c)
-            .take(limit)
-            .collect();
-        for &c in &doomed {
-            self.valid.remove(&c);
-            self.changed.insert(c);
-        }
-        doomed.len() as u64
     }
 
     /// Pins `cno` while it is mounted read-only.
@@ -300,10 +303,20 @@ impl State {
     /// Deletes the plain checkpoints older than `before_ns` (not the
     /// latest, snapshots or mounted ones) and frees what only they kept.
     pub fn delete_checkpoints_before(&mut self, before_ns: u64) -> Result<(u64, Freed)> {
+        self.delete_oldest_checkpoints(before_ns, usize::MAX)
+    }
+
+    /// [`Self::delete_checkpoints_before`], deleting at most the `most`
+    /// oldest of them.
+    pub fn delete_oldest_checkpoints(
+        &mut self,
+        before_ns: u64,
+        most: usize,
+    ) -> Result<(u64, Freed)> {
         self.writable()?;
         // Short of room for all of them, the oldest half, and so on: a
         // nearly full filesystem gives space back a little at a time.
-        let mut limit = usize::MAX;
+        let mut limit = most;
         loop {
             let mut h = self.history.clone();
             let n = h.delete_older(before_ns, self.cno, limit);

@@ -34,7 +34,7 @@ use crate::format::{
     SUFILE_INO,
 };
 use crate::fs::state::State;
-use crate::fs::Fs;
+use crate::fs::{lock, Fs};
 use crate::inspect::read_segment;
 use crate::stats::Stats;
 use crate::{Error, Result};
@@ -89,6 +89,11 @@ pub struct Placement {
     /// and cold survivors alike, and sent whole to one head it mixes them
     /// again.
     pub warm_young: bool,
+    /// Keep the checkpoints younger than this pass's protection period
+    /// even when space runs short (nilfs's behaviour: NoSpace rather than
+    /// lose history); without it, history yields to space (`fs/space.rs`).
+    /// Remembered until a pass says otherwise.
+    pub strict_protection: bool,
 }
 
 /// What one cleaning pass did.
@@ -340,6 +345,20 @@ impl Fs {
                 "segment {w} is placed warm but is not among the segments to clean"
             )));
         }
+        *lock(&self.space.strict) = placement.strict_protection.then_some(protection);
+        self.clean_with(segments, placement, protection, true)
+    }
+
+    /// [`Self::clean_segments_placed`], in the background (the pass in
+    /// SCHED_IDLE at nice 10: cleanerd's and the space thread's) or at the
+    /// calling thread's priority (a change waiting for the space).
+    pub(crate) fn clean_with(
+        &self,
+        segments: &[u64],
+        placement: &Placement,
+        protection: Duration,
+        background: bool,
+    ) -> Result<CleanReport> {
         // A whole pass is one change: a freeze waits for it to end.
         let Some(_pass) = self.gate.try_enter() else {
             return Err(Error::Busy(
@@ -350,8 +369,11 @@ impl Fs {
             return Err(Error::Busy("another cleaning pass is running".into()));
         }
         let _running = Running(&self.cleaning);
-        super::background::lower_this_thread();
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
+        if !background {
+            return self.pass(&victims, placement, protection);
+        }
+        super::background::lower_this_thread();
         // The whole pass in SCHED_IDLE; whoever waits for it raises it
         // until it next holds nothing (`relax`; background.rs).
         self.pass_pi
@@ -388,7 +410,6 @@ impl Fs {
             if let Some(e) = expired.filter(|e| e.segments_freed) {
                 self.checkpoint_covering(e.want, true)?;
             }
-            self.note_cleaner();
             return Ok(report);
         }
 
@@ -555,7 +576,6 @@ impl Fs {
         }
         Stats::add(&self.stats.gc_passes, 1);
         Stats::add(&self.stats.gc_blocks_moved, report.blocks_moved);
-        self.note_cleaner();
         if !damaged_victims.is_empty() {
             log::warn!(
                 "segment(s) {damaged_victims:?} skipped: live blocks in logs that fail their checksum"

@@ -31,6 +31,7 @@ mod ops;
 mod orphans;
 pub mod query;
 mod snapshot;
+mod space;
 pub(crate) mod state;
 pub mod types;
 pub mod xattr;
@@ -70,6 +71,9 @@ pub struct Fs {
     opts: Mutex<MountOptions>,
     timer: Arc<Timer>,
     timer_thread: Mutex<Option<JoinHandle<()>>>,
+    /// The space thread's controls (`space.rs`).
+    space: Arc<space::SpaceKeeper>,
+    space_thread: Mutex<Option<JoinHandle<()>>>,
     report: RecoveryReport,
     read_only: bool,
     /// The device's name, for log lines.
@@ -164,6 +168,8 @@ impl Fs {
             opts: Mutex::new(opts),
             timer: Arc::new(Timer::default()),
             timer_thread: Mutex::new(None),
+            space: Default::default(),
+            space_thread: Mutex::new(None),
             report,
             stats: Stats::default(),
             cleaning: Default::default(),
@@ -178,6 +184,14 @@ impl Fs {
                 .spawn(move || timer_loop(&timer, weak))
                 .map_err(|e| Error::io("starting the checkpoint thread", e))?;
             *lock(&fs.timer_thread) = Some(h);
+        }
+        if !fs.read_only && lock(&fs.opts).background_space {
+            let weak = Arc::downgrade(&fs);
+            let h = std::thread::Builder::new()
+                .name("lfs-space".into())
+                .spawn(move || space::space_loop(weak))
+                .map_err(|e| Error::io("starting the space thread", e))?;
+            *lock(&fs.space_thread) = Some(h);
         }
         Ok(fs)
     }
@@ -268,6 +282,9 @@ impl Fs {
             d.1 = Some(format!(": {e}"));
         }
         self.timer.done_cv.notify_all();
+        drop(d);
+        // Space may have been freed, or used up: the space thread looks.
+        self.space.kick();
         r
     }
 
@@ -452,8 +469,11 @@ impl Fs {
             *stop = true;
             self.timer.wake.notify_all();
         }
-        if let Some(h) = lock(&self.timer_thread).take() {
-            let _ = h.join();
+        self.space.kick();
+        for t in [&self.timer_thread, &self.space_thread] {
+            if let Some(h) = lock(t).take() {
+                let _ = h.join();
+            }
         }
         if self.read_only {
             return Ok(());
@@ -552,7 +572,7 @@ impl Fs {
     }
     /// Changes attributes (and size).
     pub fn setattr(&self, ino: u64, set: &SetAttr) -> Result<Attr> {
-        self.change(Space::Frees, |st| st.setattr(ino, set))
+        self.change(|st| st.setattr(ino, set))
     }
     /// Creates a regular file, FIFO, socket or device node.
     pub fn create(
@@ -564,9 +584,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.change(Space::Uses, |st| {
-            st.create(parent, name, mode, rdev, uid, gid)
-        })
+        self.change(|st| st.create(parent, name, mode, rdev, uid, gid))
     }
     /// [`Self::create`] and [`Self::open`] in one step (FUSE's create), so
     /// that no unlink comes between them.
@@ -578,7 +596,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.change(Space::Uses, |st| {
+        self.change(|st| {
             let a = st.create(parent, name, mode, 0, uid, gid)?;
             st.open_file(a.ino);
             Ok(a)
@@ -586,7 +604,7 @@ impl Fs {
     }
     /// Creates a directory.
     pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.change(Space::Uses, |st| st.mkdir(parent, name, mode, uid, gid))
+        self.change(|st| st.mkdir(parent, name, mode, uid, gid))
     }
     /// Creates a symbolic link.
     pub fn symlink(
@@ -597,7 +615,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<Attr> {
-        self.change(Space::Uses, |st| st.symlink(parent, name, target, uid, gid))
+        self.change(|st| st.symlink(parent, name, target, uid, gid))
     }
     /// Reads a symbolic link.
     pub fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
@@ -619,11 +637,11 @@ impl Fs {
     }
     /// Removes a name that is not a directory.
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.change(Space::Frees, |st| st.unlink(parent, name))
+        self.change(|st| st.unlink(parent, name))
     }
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: u64, name: &[u8]) -> Result<()> {
-        self.change(Space::Frees, |st| st.rmdir(parent, name))
+        self.change(|st| st.rmdir(parent, name))
     }
     /// Renames.
     pub fn rename(
@@ -634,13 +652,11 @@ impl Fs {
         newname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        self.change(Space::Uses, |st| {
-            st.rename(parent, name, newparent, newname, flags)
-        })
+        self.change(|st| st.rename(parent, name, newparent, newname, flags))
     }
     /// Adds a hard link.
     pub fn link(&self, ino: u64, newparent: u64, newname: &[u8]) -> Result<Attr> {
-        self.change(Space::Uses, |st| st.link(ino, newparent, newname))
+        self.change(|st| st.link(ino, newparent, newname))
     }
 
     /// Reads up to `size` bytes at `offset`; short at end of file, zeros in
@@ -713,18 +729,11 @@ impl Fs {
         Ok(out)
     }
 
-    /// Writes `data` at `offset`. Out of space while a cleaner is at work
-    /// ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), the write
-    /// waits for the passes to free segments, up to the mount's `space_wait` ([`MountOptions`]), rather
-    /// than fail with ENOSPC that a second later would not have happened.
+    /// Writes `data` at `offset`. Out of space, it waits as
+    /// [`Self::waiting_for_space`] says.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
-        // The dirty data counts as used until a checkpoint places it;
-        // before then the cleaner may see clean segments enough and wait
-        // too (until the checkpoint interval). A segment's worth or more
-        // is written at once; less would hardly change what the cleaner
-        // sees, and every small checkpoint rewrites DAT blocks.
-        let r = self.waiting_for_space(Space::Uses, || self.write_inner(ino, offset, data));
+        let r = self.waiting_for_space(|| self.write_inner(ino, offset, data));
         if let Ok(n) = r {
             // What was written: a write that meets the largest file size
             // is short.
@@ -735,44 +744,42 @@ impl Fs {
     }
 
     /// Runs `attempt` (which takes its own pass of the freeze gate, so
-    /// that waiting holds none up); out of space while a cleaner is at
-    /// work ([`Self::note_cleaner`] within [`CLEANER_ACTIVE`]), tries
-    /// again at each checkpoint (every pass ends with one), for up to
-    /// the mount's `space_wait`. Every change that may need space waits so: the
-    /// cleaner, not the caller's timing, decides whether the filesystem is
-    /// full. (Only writes did; a create, mkdir or rename that came while
-    /// the cleaner was behind got ENOSPC at once, and an `rm` of many
-    /// files on a full filesystem failed after a few dozen unlinks.)
-    fn waiting_for_space<T>(&self, space: Space, attempt: impl Fn() -> Result<T>) -> Result<T> {
-        let t = Instant::now();
+    /// that waiting holds none up); out of space, runs the engine's own
+    /// steps toward space (`fs/space.rs`: history yields, freed segments
+    /// are released, the engine cleans) and tries again after each one
+    /// that made progress, or after the checkpoint of a cleaning pass
+    /// already running (for up to the mount's `space_wait` in all). NoSpace
+    /// once no step can make progress: live data plus snapshots do not
+    /// fit. (A change used to wait for an external cleaner's timer, up to
+    /// 30 s, and to get NoSpace at once without one.)
+    fn waiting_for_space<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
         let mut r = attempt();
+        if !matches!(r, Err(Error::NoSpace)) {
+            return r;
+        }
+        Stats::add(&self.stats.space_waits, 1);
+        let _waiting = space::Waiting::new(&self.space.waiters);
+        self.space.kick();
+        // The pass this may wait for must not wait for an idle CPU.
+        let _boost = self.pass_pi.waiter();
         let most = lock(&self.opts).space_wait;
-        if matches!(r, Err(Error::NoSpace)) && !most.is_zero() && self.cleaner_active() {
-            Stats::add(&self.stats.space_waits, 1);
-            // The pass this waits for must not wait for an idle CPU.
-            let _boost = self.pass_pi.waiter();
-            while matches!(r, Err(Error::NoSpace)) && t.elapsed() < most && self.cleaner_active() {
-                let kick = match space {
-                    // It frees nothing until a checkpoint records it and
-                    // the cleaner deletes the older checkpoints that still
-                    // hold the blocks: ask for that checkpoint now.
-                    Space::Frees => true,
-                    // Dirty data counts as used until a checkpoint places
-                    // it; before then the cleaner may see clean segments
-                    // enough and wait too (until the checkpoint interval).
-                    // A segment's worth or more is written at once; less
-                    // would hardly change what the cleaner sees, and every
-                    // small checkpoint rewrites DAT blocks.
-                    Space::Uses => self.dirty_segments() >= 1,
-                };
-                if kick {
-                    self.timer.kick();
+        let t = Instant::now();
+        loop {
+            match self.reclaim(true)? {
+                space::Reclaim::Progress => {}
+                space::Reclaim::Busy => {
+                    if t.elapsed() >= most {
+                        break;
+                    }
+                    if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
+                        return Err(Error::ReadOnly(why));
+                    }
                 }
-                if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
-                    r = Err(Error::ReadOnly(why));
-                    break;
-                }
-                r = attempt();
+                space::Reclaim::Nothing => break,
+            }
+            r = attempt();
+            if !matches!(r, Err(Error::NoSpace)) {
+                break;
             }
         }
         r
@@ -780,29 +787,11 @@ impl Fs {
 
     /// Applies `f` to the state, with a pass of the freeze gate, waiting
     /// for space as [`Self::waiting_for_space`] says.
-    fn change<T>(&self, space: Space, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
-        self.waiting_for_space(space, || {
+    fn change<T>(&self, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
+        self.waiting_for_space(|| {
             let _pass = self.gate.enter();
             f(&mut self.st())
         })
-    }
-
-    /// Dirty blocks not yet placed, in whole segments.
-    fn dirty_segments(&self) -> u64 {
-        let st = self.st();
-        st.dirty_blocks / u64::from(st.sb.blocks_per_segment)
-    }
-
-    /// Records that a cleaner is at work: a cleaning pass finished, or a
-    /// cleaner asked for the segment counts it decides by (see
-    /// [`Self::write`]).
-    pub fn note_cleaner(&self) {
-        *lock(&self.timer.last_clean) = Some(Instant::now());
-    }
-
-    /// Whether a cleaner was at work within [`CLEANER_ACTIVE`].
-    fn cleaner_active(&self) -> bool {
-        lock(&self.timer.last_clean).is_some_and(|t| t.elapsed() < CLEANER_ACTIVE)
     }
 
     /// Waits up to `most` for the next checkpoint (every cleaning pass
@@ -892,12 +881,7 @@ impl Fs {
     }
     /// fallocate(2).
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: i32) -> Result<()> {
-        let space = if mode & FALLOC_FL_PUNCH_HOLE != 0 {
-            Space::Frees
-        } else {
-            Space::Uses
-        };
-        self.change(space, |st| st.fallocate(ino, offset, len, mode))
+        self.change(|st| st.fallocate(ino, offset, len, mode))
     }
     /// getxattr(2).
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> Result<Vec<u8>> {
@@ -905,7 +889,7 @@ impl Fs {
     }
     /// setxattr(2).
     pub fn setxattr(&self, ino: u64, name: &[u8], value: &[u8], flags: i32) -> Result<()> {
-        self.change(Space::Uses, |st| st.setxattr(ino, name, value, flags))
+        self.change(|st| st.setxattr(ino, name, value, flags))
     }
     /// listxattr(2).
     pub fn listxattr(&self, ino: u64) -> Result<Vec<Vec<u8>>> {
@@ -913,7 +897,7 @@ impl Fs {
     }
     /// removexattr(2).
     pub fn removexattr(&self, ino: u64, name: &[u8]) -> Result<()> {
-        self.change(Space::Frees, |st| st.removexattr(ino, name))
+        self.change(|st| st.removexattr(ino, name))
     }
 }
 
@@ -921,6 +905,7 @@ impl Drop for Fs {
     fn drop(&mut self) {
         *lock(&self.timer.stop) = true;
         self.timer.wake.notify_all();
+        self.space.kick();
         if let Some(cno) = self.pinned {
             let live = lock(&self.state).source.take();
             if let Some(live) = live {
@@ -949,22 +934,8 @@ const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(50);
 /// Longest a throttled writer waits for the checkpoint in flight.
 const THROTTLE_WAIT: Duration = Duration::from_secs(5);
 
-/// A cleaner heard from this recently is at work: a write that finds no
-/// space waits for it (cleanerd asks for the segment counts every
-/// `clean_check_interval`, 10 s by default, and runs passes every
-/// `mc_cleaning_interval`, 1 s, when space is short).
-const CLEANER_ACTIVE: Duration = Duration::from_secs(15);
-
-/// What a change does to the space, for [`Fs::waiting_for_space`].
-#[derive(Debug, Clone, Copy)]
-enum Space {
-    /// It may need more (a write, a new name).
-    Uses,
-    /// It gives space back once recorded and cleaned (unlink, truncate).
-    Frees,
-}
-
-/// How often a write waiting for space tries again without a checkpoint.
+/// Longest a change waiting for space waits for the checkpoint of a
+/// cleaning pass already running before it looks again.
 const SPACE_POLL: Duration = Duration::from_millis(200);
 
 /// The checkpoint thread's controls; shared without keeping `Fs` alive.
@@ -980,8 +951,6 @@ struct Timer {
     /// Checkpoints finished (or failed) so far, and the last failure.
     done: Mutex<(u64, Option<String>)>,
     done_cv: Condvar,
-    /// When a cleaner was last heard from ([`Fs::note_cleaner`]).
-    last_clean: Mutex<Option<Instant>>,
 }
 
 impl Timer {

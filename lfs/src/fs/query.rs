@@ -34,6 +34,8 @@ pub struct SuStat {
     /// Sequence number below which logs are protected (the next one to be
     /// written: nothing newer exists).
     pub prot_seq: u64,
+    /// Changes waiting for space right now (`fs/space.rs`).
+    pub space_waiters: u64,
 }
 
 /// Where the space went (`fsctl df`), in blocks.
@@ -81,6 +83,7 @@ impl Fs {
             ctime_ns: st.last_ctime_ns,
             nongc_ctime_ns: st.nongc_ctime_ns,
             prot_seq: st.seq,
+            space_waiters: self.space.waiters.load(std::sync::atomic::Ordering::SeqCst),
         }
     }
 

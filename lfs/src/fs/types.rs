@@ -13,11 +13,18 @@ pub struct MountOptions {
     pub checkpoint_interval: Duration,
     /// Dirty data above which writers wait for a checkpoint.
     pub dirty_limit_bytes: u64,
-    /// How long a change that finds no space waits for a cleaner at work
-    /// before it gets NoSpace (zero: at once).
+    /// How long a change that finds no space waits, in all, for cleaning
+    /// passes already running (cleanerd's) before it gets NoSpace; the
+    /// engine's own steps toward space are bounded by their progress
+    /// (`fs/space.rs`).
     pub space_wait: Duration,
     /// The device's name (its path), for the engine's log lines.
     pub device: String,
+    /// Run the space thread, which deletes old history and cleans in the
+    /// background when space runs low (`fs/space.rs`). Only tests that
+    /// choose every checkpoint turn it off (they also stop the timer);
+    /// changes that find no space still make room themselves.
+    pub background_space: bool,
 }
 
 /// Default checkpoint interval.
@@ -26,10 +33,9 @@ pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(5);
 /// checkpoint a writer may wait for is short (32 MiB is about a tenth of a
 /// second of a disk's sequential bandwidth), large enough to batch.
 pub const DEFAULT_DIRTY_LIMIT: u64 = 32 << 20;
-/// Default wait of a change out of space for a cleaner at work: long enough
-/// for a cleaner between passes (cleanerd's default `mc_cleaning_interval`
-/// is 1 s, its `clean_check_interval` 10 s) to free segments, short enough
-/// that a full filesystem answers ENOSPC in human time.
+/// Default longest wait of a change out of space for cleaning passes
+/// already running: a pass takes well under a second; this only bounds
+/// pathological cases (a pass stuck on a slow device).
 pub const DEFAULT_SPACE_WAIT: Duration = Duration::from_secs(30);
 
 impl Default for MountOptions {
@@ -40,6 +46,7 @@ impl Default for MountOptions {
             dirty_limit_bytes: DEFAULT_DIRTY_LIMIT,
             space_wait: DEFAULT_SPACE_WAIT,
             device: "the device".into(),
+            background_space: true,
         }
     }
 }

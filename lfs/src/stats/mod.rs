@@ -97,8 +97,13 @@ pub struct Stats {
     pub throttle_waits: AtomicU64,
     /// Writers slowed down in the proportional band.
     pub throttle_sleeps: AtomicU64,
-    /// Writes that found no space and waited for the cleaner.
+    /// Changes that found no space and waited for the engine's steps
+    /// toward space (`fs/space.rs`).
     pub space_waits: AtomicU64,
+    /// Plain checkpoints the engine deleted because space ran short.
+    pub checkpoints_expired_for_space: AtomicU64,
+    /// Cleaning passes the engine ran itself because space ran short.
+    pub space_passes: AtomicU64,
     /// Segments freed (all blocks dead).
     pub segments_freed: AtomicU64,
     /// Of `dev_meta_bytes`: DAT blocks and their indirect blocks.
@@ -177,6 +182,17 @@ pub struct StatsSnapshot {
     pub histograms: Vec<(&'static str, Vec<(u64, u64)>)>,
 }
 
+impl StatsSnapshot {
+    /// The counter `name` (see [`Stats::snapshot`] for the names), or
+    /// `None` if there is no such counter.
+    pub fn counter(&self, name: &str) -> Option<u64> {
+        self.counters
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, v)| v)
+    }
+}
+
 impl Stats {
     /// Adds `n` to a counter.
     pub fn add(c: &AtomicU64, n: u64) {
@@ -223,6 +239,11 @@ impl Stats {
                 ),
                 ("device_summary_bytes_written", g(&self.dev_summary_bytes)),
                 ("gc_checkpoints", g(&self.gc_checkpoints)),
+                (
+                    "checkpoints_expired_for_space",
+                    g(&self.checkpoints_expired_for_space),
+                ),
+                ("space_passes", g(&self.space_passes)),
             ],
             histograms: vec![
                 ("fsync_latency", self.fsync_latency.snapshot()),

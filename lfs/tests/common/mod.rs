@@ -176,6 +176,7 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         warm: Vec::new(),
         separate_writes: true,
         warm_young: false,
+        strict_protection: false,
     };
     fs.clean_segments_placed(&[], &place, Duration::from_secs(1 << 30))?;
     fs.write(files[5], 0, &pattern(77, 60_000))?;
@@ -197,6 +198,7 @@ pub fn workload(fs: &Fs, j: &mut Journal) -> lfs::Result<()> {
         warm: victims[..1].to_vec(),
         separate_writes: true,
         warm_young: true,
+        strict_protection: false,
     };
     let rep = j.durable(fs, || {
         fs.clean_segments_placed(&victims, &place, Duration::ZERO)

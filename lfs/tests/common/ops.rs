@@ -504,6 +504,7 @@ impl Run {
                         .collect(),
                     separate_writes: segments / 6 % 2 == 1,
                     warm_young: segments / 12 % 2 == 1,
+                    strict_protection: false,
                 };
                 let clean = |fs: &Fs| fs.clean_segments_placed(&victims, &place, Duration::ZERO);
                 self.maybe_durable("clean", clean)?;

@@ -120,7 +120,13 @@ pub const CLEAN_SEPARATE_WRITES: u32 = 1;
 /// to the warm head, the older ones to the cold head (SepBIT's classes of
 /// cleaned blocks by age, per block rather than per victim).
 pub const CLEAN_WARM_YOUNG: u32 = 2;
-const CLEAN_FLAGS_KNOWN: u32 = CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG;
+/// Flag of [`CleanSegments::flags`]: keep the checkpoints younger than
+/// `protection_s` even when space runs short (NoSpace rather than lose
+/// history, as nilfs); without it the engine deletes the oldest plain
+/// checkpoints when space runs short. fsd remembers it until a request
+/// says otherwise.
+pub const CLEAN_STRICT_PROTECTION: u32 = 4;
+const CLEAN_FLAGS_KNOWN: u32 = CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG | CLEAN_STRICT_PROTECTION;
 
 impl CleanSegments {
     /// Most segments one request may name.
@@ -423,13 +429,13 @@ mod tests {
         );
         // Every known flag decodes; an unknown bit is refused.
         let all = CleanSegments {
-            flags: CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG,
+            flags: CLEAN_SEPARATE_WRITES | CLEAN_WARM_YOUNG | CLEAN_STRICT_PROTECTION,
             ..CleanSegments::default()
         };
         assert_eq!(CleanSegments::decode(&all.encode()).unwrap(), all);
         let mut p = all.encode();
         let n = p.len();
-        p[n - 4] = 4;
+        p[n - 4] = 8;
         assert!(matches!(
             CleanSegments::decode(&p),
             Err(DecodeError::InvalidField { field: "flags", .. })

@@ -35,8 +35,8 @@ pub mod stats;
 
 pub use admin::{
     ChangeCpmode, CleanReply, CleanSegments, DeleteCheckpoint, Done, Freeze, MountCheckpoint,
-    SetSuinfo, SuUpdate, Thaw, UmountCheckpoint, CLEAN_SEPARATE_WRITES, CLEAN_WARM_YOUNG,
-    CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
+    SetSuinfo, SuUpdate, Thaw, UmountCheckpoint, CLEAN_SEPARATE_WRITES, CLEAN_STRICT_PROTECTION,
+    CLEAN_WARM_YOUNG, CPMODE_CHECKPOINT, CPMODE_SNAPSHOT, MOUNT_PATH_MAX,
 };
 pub use checkpoints::{
     Cpinfo, CpinfoList, Cpstat, DiffItem, DiffList, GetCpinfo, GetCpstat, GetDiff, Sync, SyncReply,

@@ -146,6 +146,10 @@ impl Fsd {
     /// `args` choose one, the control socket goes beside the mount point
     /// (`MOUNTPOINT.sock`): tests run in parallel, and the default
     /// `/run/lfs/<image name>.sock` would collide between their images.
+    /// Unless `args` mention cleanerd's options (`-o gcconf=...`, `-o
+    /// nogc`), fsd runs with `-o nogc`: a test that cleans starts its own
+    /// cleanerd, or makes fsd start one with a configuration of its own
+    /// (never the machine's /etc/lfs/cleanerd.conf).
     pub fn start(image: &Path, mountpoint: &Path, args: &[&str]) -> Fsd {
         let chosen = args
             .iter()
@@ -155,6 +159,13 @@ impl Fsd {
         if !chosen {
             all.push("--socket");
             all.push(sock.to_str().expect("temporary paths are UTF-8"));
+        }
+        if !args
+            .iter()
+            .any(|a| a.contains("gcconf=") || a.contains("nogc"))
+        {
+            all.push("-o");
+            all.push("nogc");
         }
         Self::start_exactly(image, mountpoint, &all)
     }
@@ -213,7 +224,12 @@ impl Fsd {
     }
 
     fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.as_ref().expect("fsd was already reaped").id() as i32)
+        Pid::from_raw(self.process_id() as i32)
+    }
+
+    /// fsd's process id.
+    pub fn process_id(&self) -> u32 {
+        self.child.as_ref().expect("fsd was already reaped").id()
     }
 
     /// fsd's log so far.
