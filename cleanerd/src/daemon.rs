@@ -469,7 +469,7 @@ impl Daemon {
     /// Rereads the configuration; on an error keeps the running one and
     /// logs why. Returns the keys that changed.
     pub fn reload(&mut self) -> Result<Vec<&'static str>, String> {
-        let new = match self.source.load() {
+        let new = match crate::config::load(&self.source) {
             Ok(c) => self.overrides.apply(c),
             Err(e) => {
                 error!("reload failed, keeping the running configuration: {e}");

@@ -15,7 +15,7 @@ use cleanerd::config::{self, Source, MAX_PROTECTION_PERIOD};
 use cleanerd::control::{ControlServer, StartError};
 use cleanerd::daemon::{Daemon, Event, Overrides};
 use cleanerd::units::{format_duration, parse_duration};
-use log::{error, info, LevelFilter};
+use log::{info, LevelFilter};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -78,34 +78,12 @@ fn protection(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Installs env_logger; RUST_LOG, when set, decides the level. Returns
-/// whether it does.
-fn init_logging(level: LevelFilter) -> bool {
-    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
-    let mut builder = env_logger::Builder::new();
-    if from_env {
-        builder.parse_default_env();
-    } else {
-        builder.filter_level(LevelFilter::Trace);
-    }
-    let logger = builder.build();
-    let max = if from_env { logger.filter() } else { level };
-    // Fails only if a logger is already installed, which nothing here does.
-    let _ = log::set_boxed_logger(Box::new(logger));
-    log::set_max_level(max);
-    from_env
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let code = match run(&args) {
         Ok(()) => Exit::Ok,
         Err((code, message)) => {
-            if log::log_enabled!(log::Level::Error) {
-                error!("{message}");
-            } else {
-                eprintln!("cleanerd: {message}");
-            }
+            lfs_common::logging::fatal("cleanerd", &message);
             code
         }
     };
@@ -118,7 +96,7 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
         .map_err(|e| (Exit::Error, format!("registering signal handlers: {e}")))?;
     let source = match &args.config {
         Some(path) => Source::Explicit(path.clone()),
-        None => Source::Default,
+        None => config::system(),
     };
     let overrides = Overrides {
         protection_period: args.protection_period,
@@ -128,8 +106,8 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
             _ => Some(LevelFilter::Trace),
         },
     };
-    let config = overrides.apply(source.load().map_err(|e| (Exit::Usage, e.to_string()))?);
-    let env_logging = init_logging(config.log_priority);
+    let config = overrides.apply(config::load(&source).map_err(|e| (Exit::Usage, e.to_string()))?);
+    let env_logging = lfs_common::logging::init("cleanerd", config.log_priority, None);
     match &config.origin.file {
         Some(f) => info!("configuration from {}", f.display()),
         None => info!("no configuration file; built-in defaults"),

@@ -237,7 +237,7 @@ enum Command {
 
 /// A `--protection-period` value.
 fn protection_period(s: &str) -> Result<Duration, String> {
-    let d = cleanerd::units::parse_duration(s)?;
+    let d = lfs_common::units::parse_duration(s)?;
     if d > cleanerd::config::MAX_PROTECTION_PERIOD {
         return Err(format!("{s} is more than {} seconds", u32::MAX));
     }
@@ -257,7 +257,7 @@ fn default_sigpipe() {
 
 fn main() -> ExitCode {
     default_sigpipe();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    lfs_common::logging::init("fsctl", log::LevelFilter::Warn, None);
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Super { target, json } => cmd::superblock::run(target.as_deref(), *json),
@@ -359,7 +359,10 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("fsctl: {e:#}");
+            eprintln!(
+                "{}",
+                lfs_common::report::error_line("fsctl", &format!("{e:#}"))
+            );
             ExitCode::from(Exit::Error as u8)
         }
     }

@@ -113,10 +113,7 @@ fn main() -> ExitCode {
     match run(&args) {
         Ok(()) => ExitCode::from(Exit::Ok as u8),
         Err(Failure(code, e)) => {
-            error!("{e:#}");
-            if !log::log_enabled!(log::Level::Error) {
-                eprintln!("fsd: {e:#}");
-            }
+            lfs_common::logging::fatal("fsd", &format!("{e:#}"));
             ExitCode::from(code as u8)
         }
     }
@@ -131,9 +128,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
     let source = match &args.config {
         Some(path) => Source::Explicit(path.clone()),
-        None => Source::Default,
+        None => config::system(),
     };
-    let (file_config, config_file) = source.load().map_err(|e| fail(Exit::Usage, e))?;
+    let (file_config, config_file) = config::load(&source).map_err(|e| fail(Exit::Usage, e))?;
     let config = overrides.apply(file_config);
     let env_logging = options::init_logging(config.log_level);
     match &config_file {
@@ -394,7 +391,7 @@ fn reload(
     fs: &Fs,
     env_logging: bool,
 ) {
-    let (loaded, file) = match source.load() {
+    let (loaded, file) = match config::load(source) {
         Ok(c) => c,
         Err(e) => {
             error!("reload failed, keeping the running configuration: {e}");
@@ -415,7 +412,7 @@ fn reload(
         match key {
             config::KEY_LOG_LEVEL if env_logging => restart.push(key),
             config::KEY_LOG_LEVEL => {
-                log::set_max_level(new.log_level);
+                lfs_common::logging::set_level(new.log_level);
                 current.log_level = new.log_level;
                 applied.push(key);
             }

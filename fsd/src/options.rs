@@ -126,50 +126,16 @@ impl Overrides {
     }
 }
 
-/// Starts logging to stderr. Without `RUST_LOG` every record passes the
-/// logger and `level` is enforced through `log::set_max_level`, so that a
-/// reload can change it; with `RUST_LOG`, env_logger's filter decides and
-/// the function returns true.
+/// Starts logging (lfs-common's logger: `fsd: TEXT` lines on stderr).
+/// Returns true if `RUST_LOG` decides the level rather than `level`.
 pub fn init_logging(level: LevelFilter) -> bool {
-    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
-    let mut builder = env_logger::Builder::new();
-    if from_env {
-        builder.parse_default_env();
-    } else {
-        builder.filter_level(LevelFilter::Trace);
-    }
-    let logger = builder.build();
-    let max = if from_env { logger.filter() } else { level };
-    // Fails only if a logger is already installed, which main never does.
-    let _ = log::set_boxed_logger(Box::new(Quiet(logger)));
-    log::set_max_level(max);
-    from_env
+    lfs_common::logging::init("fsd", level, Some(is_spurious_unmount_warning))
 }
 
-/// env_logger without one misleading record. When a session ends after
+/// The one record dropped whatever the level. When a session ends after
 /// an external umount, fuser 0.18.0 unmounts again (its `is_mounted`
 /// takes POLLERR on the dead device for "still mounted") and warns that
-/// this failed with EINVAL. Nothing is wrong then, so that one warning is
-/// dropped; every other record passes.
-#[derive(Debug)]
-struct Quiet(env_logger::Logger);
-
-impl log::Log for Quiet {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if !is_spurious_unmount_warning(record) {
-            self.0.log(record);
-        }
-    }
-
-    fn flush(&self) {
-        self.0.flush();
-    }
-}
-
+/// this failed with EINVAL. Nothing is wrong then.
 fn is_spurious_unmount_warning(record: &log::Record<'_>) -> bool {
     record.level() == log::Level::Warn
         && record.target() == "fuser::session"

@@ -26,7 +26,6 @@ use crate::format::{
     SuFileHeader, SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO,
     IFILE_INO, LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
 };
-pub use crate::units::human_bytes;
 use crate::{Error, Result};
 
 /// Bytes zeroed at each end of the device before formatting: covers the

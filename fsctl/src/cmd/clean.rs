@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use cleanerd::config::{protection_seconds, Source};
+use cleanerd::config::protection_seconds;
 use cleanerd::control::{request, Command, Reply, RequestError, Status};
 use cleanerd::daemon::{Daemon, Overrides};
 use cleanerd::pass::PassReport;
@@ -112,12 +112,13 @@ fn once_without_cleanerd(
     protection_period: Option<Duration>,
     json: bool,
 ) -> Result<Exit> {
-    let source = Source::Default;
+    let source = cleanerd::config::system();
     let overrides = Overrides {
         protection_period,
         log_level: None,
     };
-    let config = overrides.apply(source.load().context("cleanerd's configuration")?);
+    let config =
+        overrides.apply(cleanerd::config::load(&source).context("cleanerd's configuration")?);
     let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true);
     let report = daemon
         .once(

@@ -224,7 +224,7 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
         println!(
             "{name:<32} {:>14} bytes  {:>10}  {:>3}%",
             blocks * b,
-            lfs::units::human_bytes(blocks * b),
+            lfs_common::units::human_bytes(blocks * b),
             pct(blocks, d.total_blocks)
         );
     }
