@@ -216,6 +216,10 @@ enum Command {
         /// With --once: protection period (seconds, or 30m, 1h) instead of the configured one.
         #[arg(long, value_name = "SECONDS", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
         protection_period: Option<Duration>,
+        /// cleanerd.conf for a pass fsctl runs itself (no cleanerd running) [default:
+        /// /etc/lfs/cleanerd.conf if it exists].
+        #[arg(short = 'c', long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -321,6 +325,7 @@ fn main() -> ExitCode {
             reload,
             segments,
             protection_period,
+            config,
             json,
             target,
         } => {
@@ -339,7 +344,7 @@ fn main() -> ExitCode {
                     protection_period: *protection_period,
                 }
             };
-            cmd::clean::run(target.as_deref(), action, *json)
+            cmd::clean::run(target.as_deref(), action, config.as_deref(), *json)
         }
         Command::Dumpseg { args, json } => {
             // clap passes one or two words: the last is the segment.

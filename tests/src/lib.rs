@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod daemons;
 pub mod fuzz_corpus;
 pub mod golden;
 pub mod help;

@@ -53,7 +53,10 @@ fn as_nobody<S: AsRef<std::ffi::OsStr>>(cmd: &Path, args: &[S]) -> Output {
 }
 
 fn fsctl_as_nobody(args: &[&str]) -> Output {
-    as_nobody(&lfs_e2e::built_binary("fsctl"), args)
+    as_nobody(
+        &lfs_e2e::daemons::fsctl_binary(),
+        &lfs_e2e::daemons::fsctl_args(args),
+    )
 }
 
 /// Performs file operations given as JSON `[[op, path, arg], ...]` and

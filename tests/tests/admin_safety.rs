@@ -151,9 +151,7 @@ fn sizes_mean_the_same_everywhere() {
     .unwrap();
     let log = fs::File::create(d.path().join("cleanerd.log")).unwrap();
     let mut cleanerd = Cleanerd {
-        child: Command::new(built_binary("cleanerd"))
-            .arg("-c")
-            .arg(&cconf)
+        child: lfs_e2e::daemons::cleanerd(&["-c".as_ref(), cconf.as_os_str()])
             .arg(sock_s)
             .stdout(log.try_clone().unwrap())
             .stderr(log)

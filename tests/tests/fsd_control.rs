@@ -13,11 +13,11 @@ use std::process::Command;
 
 use harness::*;
 use lfs_e2e::rng::SplitMix64;
-use lfs_e2e::{built_binary, require_tool, run, temp_dir, Output};
+use lfs_e2e::{require_tool, run, temp_dir, Output};
 use nix::sys::signal::Signal;
 
 fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
@@ -118,8 +118,8 @@ fn unprivileged_clients_query_but_cannot_change() {
         run(
             Command::new("setpriv")
                 .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-                .arg(built_binary("fsctl"))
-                .args(args),
+                .arg(lfs_e2e::daemons::fsctl_binary())
+                .args(lfs_e2e::daemons::fsctl_args(args)),
             CMD_TIMEOUT,
         )
     };
@@ -339,9 +339,7 @@ fn a_fuzzed_stream_of_frames_neither_crashes_nor_hangs_fsd() {
 /// `fsctl` with `RUST_LOG=fsctl=debug`, which says where it read from.
 fn fsctl_traced<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     run(
-        Command::new(built_binary("fsctl"))
-            .args(args)
-            .env("RUST_LOG", "fsctl=debug"),
+        lfs_e2e::daemons::fsctl(args).env("RUST_LOG", "fsctl=debug"),
         CMD_TIMEOUT,
     )
 }

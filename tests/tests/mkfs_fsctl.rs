@@ -20,12 +20,7 @@ fn mkfs(args: &[&str], dir: &Path) -> Output {
 }
 
 fn fsctl(args: &[&str], dir: &Path) -> Output {
-    run(
-        Command::new(built_binary("fsctl"))
-            .args(args)
-            .current_dir(dir),
-        T,
-    )
+    run(lfs_e2e::daemons::fsctl(args).current_dir(dir), T)
 }
 
 fn code(o: &Output) -> Option<i32> {

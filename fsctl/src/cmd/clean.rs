@@ -36,8 +36,15 @@ pub enum Action {
     },
 }
 
-/// Runs `action` on the cleaner of `target`.
-pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
+/// Runs `action` on the cleaner of `target`; `config` is the cleanerd.conf
+/// a pass without a cleanerd uses (default: /etc/lfs/cleanerd.conf if it
+/// exists).
+pub fn run(
+    target: Option<&Path>,
+    action: Action,
+    config: Option<&Path>,
+    json: bool,
+) -> Result<Exit> {
     let fsd_socket = socket_for(target)?;
     let socket = lfs_proto::path::cleanerd_socket_path(&fsd_socket).map_err(|e| anyhow!(e))?;
     let cmd = match action {
@@ -61,7 +68,13 @@ pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
                 protection_period,
             } = action
             {
-                return once_without_cleanerd(&fsd_socket, segments, protection_period, json);
+                return once_without_cleanerd(
+                    &fsd_socket,
+                    segments,
+                    protection_period,
+                    config,
+                    json,
+                );
             }
             bail!(
                 "no cleanerd is running for this filesystem (nothing answers on {}); start cleanerd(8), or use --once to clean once without it",
@@ -110,9 +123,13 @@ fn once_without_cleanerd(
     fsd_socket: &Path,
     segments: Option<u64>,
     protection_period: Option<Duration>,
+    config: Option<&Path>,
     json: bool,
 ) -> Result<Exit> {
-    let source = cleanerd::config::system();
+    let source = match config {
+        Some(file) => cleanerd::config::Source::Explicit(file.to_path_buf()),
+        None => cleanerd::config::system(),
+    };
     let overrides = Overrides {
         protection_period,
         log_level: None,

@@ -81,7 +81,7 @@ pub fn sh(script: &str) -> Output {
 #[track_caller]
 pub fn assert_fsck_clean(image: &Path, when: &str) {
     let o = run(
-        Command::new(built_binary("fsctl")).arg("fsck").arg(image),
+        &mut lfs_e2e::daemons::fsctl(&["fsck".as_ref(), image.as_os_str()]),
         CMD_TIMEOUT,
     );
     assert!(
@@ -171,11 +171,9 @@ impl Fsd {
         ));
         let out = File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let err = out.try_clone().expect("duplicating the log file");
-        let child = Command::new(built_binary("fsd"))
-            .args(args)
+        let child = lfs_e2e::daemons::fsd(args)
             .arg(image)
             .arg(mountpoint)
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -299,7 +297,7 @@ pub fn lazy_unmount(path: &Path) {
 
 /// Runs `fsctl args` (its exit status is the caller's to check).
 pub fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 /// `fsctl df --json` of the fsd on `sock`.
@@ -344,12 +342,9 @@ impl Cleanerd {
             .append(true)
             .open(&log)
             .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()));
-        let child = Command::new(built_binary("cleanerd"))
-            .arg("-c")
-            .arg(&conf)
+        let child = lfs_e2e::daemons::cleanerd(&["-c".as_ref(), conf.as_os_str()])
             .args(["--log-level", "info"])
             .arg(sock)
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("duplicating the log file"))
             .stderr(out)
@@ -517,12 +512,7 @@ pub fn manifest(root: &Path) -> String {
 /// Runs fsd to completion (it is expected to refuse) and returns its
 /// output.
 pub fn fsd_refusal(args: &[&str]) -> Output {
-    run(
-        Command::new(built_binary("fsd"))
-            .args(args)
-            .env_remove("RUST_LOG"),
-        CMD_TIMEOUT,
-    )
+    run(&mut lfs_e2e::daemons::fsd(args), CMD_TIMEOUT)
 }
 
 #[track_caller]
