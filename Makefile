@@ -24,10 +24,11 @@ SYSCONFDIR ?= /etc/lfs
 INSTALL    ?= install
 
 # The installed commands, as CARGO-BIN:INSTALLED-NAME.  Cargo cannot name a
-# binary mkfs.lfs, hence the mapping.  Only commands that exist belong here;
-# the e2e tests check that this list matches the workspace's binaries and
-# that each one has man/INSTALLED-NAME.8.
-BINS       = mkfs-lfs:mkfs.lfs fsctl:fsctl fsd:fsd cleanerd:cleanerd
+# binary mkfs.lfs, hence the mapping.  fsck.lfs is fsctl installed under
+# that name (it checks as fsck(8)'s checker when started so).  Only commands
+# that exist belong here; the e2e tests check that this list matches the
+# workspace's binaries and that each one has man/INSTALLED-NAME.8.
+BINS       = mkfs-lfs:mkfs.lfs fsctl:fsctl fsctl:fsck.lfs fsd:fsd cleanerd:cleanerd
 
 # Every man page, installed into the man<section> directory its suffix names.
 MANPAGES   = $(wildcard man/*.[1-8])

@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lfs_proto::msg::{GetSustat, Sustat};
+use lfs_proto::msg::{GetSuper, GetSustat, Sustat};
 use lfs_proto::{Client, ClientError};
 use log::{debug, error, info, warn, LevelFilter};
 
@@ -96,6 +96,31 @@ impl Failure {
     }
 }
 
+/// Why a pass asked for with [`Daemon::once`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OnceError {
+    /// The configuration does not fit the filesystem.
+    #[error("{0}")]
+    Config(ConfigError),
+    /// No fsd answers, or the one that answers serves another device.
+    #[error("{0}")]
+    NoFsd(String),
+    /// fsd refused or failed a request.
+    #[error("{0}")]
+    Request(PassError),
+}
+
+impl OnceError {
+    /// The errno fsd answered, if that is what failed.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            OnceError::Request(e) => e.error.errno(),
+            _ => None,
+        }
+    }
+}
+
 /// Passes kept in [`Status::recent`].
 pub const RECENT_PASSES: usize = 10;
 
@@ -110,6 +135,13 @@ pub fn unix_now() -> u64 {
 #[derive(Debug)]
 pub struct Daemon {
     fsd_socket: PathBuf,
+    /// The device the fsd on the socket must serve (the target named
+    /// one), checked at every connection: a socket is found by the
+    /// device's file name, which another image may share.
+    device: Option<PathBuf>,
+    /// Runs one pass for a caller (`cleanerd --once`, `fsctl clean`) that
+    /// reports its failure: nothing is retried, so none is announced.
+    one_shot: bool,
     source: Source,
     overrides: Overrides,
     config: Config,
@@ -151,6 +183,8 @@ impl Daemon {
         };
         Daemon {
             fsd_socket: fsd_socket.to_path_buf(),
+            device: None,
+            one_shot: false,
             source,
             overrides,
             config,
@@ -167,6 +201,20 @@ impl Daemon {
             last_outcome: None,
             start: Instant::now(),
         }
+    }
+
+    /// Cleans only while the fsd on the socket serves `device` (see
+    /// [`lfs_proto::target::Resolved::device`]).
+    pub fn serving(mut self, device: Option<PathBuf>) -> Daemon {
+        self.device = device;
+        self
+    }
+
+    /// For a caller that runs [`Daemon::once`] and reports its error
+    /// itself: failures are not logged as retried.
+    pub fn one_shot(mut self) -> Daemon {
+        self.one_shot = true;
+        self
     }
 
     /// The status the control socket reports, kept current by the loop.
@@ -240,7 +288,8 @@ impl Daemon {
 
     fn connect(&mut self) -> Result<(), Failure> {
         if self.client.is_none() {
-            let c = Client::connect(&self.fsd_socket).map_err(Failure::Connect)?;
+            let mut c = Client::connect(&self.fsd_socket).map_err(Failure::Connect)?;
+            self.check_serves(&mut c)?;
             if self.ever_connected {
                 info!("connection to fsd on {} is back", self.fsd_socket.display());
             } else {
@@ -251,6 +300,28 @@ impl Daemon {
             self.client = Some(c);
         }
         Ok(())
+    }
+
+    /// Refuses an fsd that serves another device than the one named.
+    fn check_serves(&self, c: &mut Client) -> Result<(), Failure> {
+        let Some(device) = &self.device else {
+            return Ok(());
+        };
+        let sup = c.call(&GetSuper).map_err(|error| {
+            Failure::Request(PassError {
+                request: "GET_SUPER".into(),
+                error,
+            })
+        })?;
+        if lfs_proto::target::same_device(device, &sup.device) {
+            return Ok(());
+        }
+        Err(Failure::Connect(std::io::Error::other(format!(
+            "the fsd on {} serves {}, not {}: not cleaning it",
+            self.fsd_socket.display(),
+            sup.device,
+            device.display()
+        ))))
     }
 
     /// GET_SUSTAT, and the configuration resolved against its geometry.
@@ -301,7 +372,7 @@ impl Daemon {
                 None => return Err(e),
             },
             Err(f) => {
-                self.fail(now, f);
+                self.fail(now, &f);
                 return Ok(());
             }
         };
@@ -314,7 +385,7 @@ impl Daemon {
         self.log_mode(before, &st, &params);
         let spec = self.spec(&params, effort, None);
         self.pass(now, &st, &spec, &params)
-            .map_err(|f| self.fail(now, f))
+            .map_err(|f| self.fail(now, &f))
             .ok();
         Ok(())
     }
@@ -400,7 +471,7 @@ impl Daemon {
     }
 
     /// Logs and schedules the retry of a failure (see the module doc).
-    fn fail(&mut self, now: Duration, f: Failure) {
+    fn fail(&mut self, now: Duration, f: &Failure) {
         let (first, cap) = (self.config.cleaning_interval, self.config.retry_interval);
         let slow = matches!(f.errno(), Some(nix::libc::EROFS | nix::libc::ENOTTY));
         let wait = if slow {
@@ -409,7 +480,7 @@ impl Daemon {
             self.schedule.failed(now, first, cap)
         };
         let socket = self.fsd_socket.display().to_string();
-        let message = match &f {
+        let message = match f {
             Failure::Connect(e) if self.ever_connected => {
                 format!("lost fsd on {socket} ({e}); reconnecting")
             }
@@ -436,7 +507,9 @@ impl Daemon {
         };
         let lost = self.client.is_none() || matches!(f, Failure::Connect(_));
         let cause = f.cause();
-        if self.trouble.as_deref() == Some(cause.as_str()) {
+        if self.one_shot {
+            debug!("{message}");
+        } else if self.trouble.as_deref() == Some(cause.as_str()) {
             debug!(
                 "still failing: {message}; retrying in {}",
                 format_duration(wait)
@@ -515,20 +588,21 @@ impl Daemon {
         &mut self,
         segments: Option<usize>,
         protection_s: Option<u32>,
-    ) -> Result<PassReport, String> {
+    ) -> Result<PassReport, OnceError> {
         let now = self.now();
         let (st, p) = match self.sustat() {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Err(e)) => return Err(OnceError::Config(e)),
             Err(f) => {
-                let msg = match &f {
-                    Failure::Connect(e) => {
-                        format!("no fsd answers on {}: {e}", self.fsd_socket.display())
-                    }
-                    Failure::Request(e) => e.to_string(),
-                };
-                self.fail(now, f);
-                return Err(msg);
+                self.fail(now, &f);
+                return Err(match f {
+                    Failure::Connect(e) => OnceError::NoFsd(format!(
+                        "no fsd answers on {}: {}",
+                        self.fsd_socket.display(),
+                        lfs_common::report::io_reason(&e)
+                    )),
+                    Failure::Request(e) => OnceError::Request(e),
+                });
             }
         };
         let mut e = effort(Mode::Normal, &p);
@@ -541,12 +615,11 @@ impl Daemon {
         // A one-off pass does not move the regular schedule.
         self.schedule = due;
         result.map_err(|f| {
-            let msg = match &f {
-                Failure::Connect(e) => e.to_string(),
-                Failure::Request(e) => e.to_string(),
-            };
-            self.fail(now, f);
-            msg
+            self.fail(now, &f);
+            match f {
+                Failure::Connect(e) => OnceError::NoFsd(lfs_common::report::io_reason(&e)),
+                Failure::Request(e) => OnceError::Request(e),
+            }
         })
     }
 
@@ -586,7 +659,7 @@ impl Daemon {
                 });
                 match self.once(segments, protection) {
                     Ok(r) => Reply::report(r),
-                    Err(e) => Reply::error(&e),
+                    Err(e) => Reply::error(&e.to_string()),
                 }
             }
         }

@@ -116,12 +116,17 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
         "protection period {}",
         format_duration(config.protection_period)
     );
-    let fsd_socket = lfs_proto::target::socket_for(Some(&args.target))
-        .map_err(|e| (Exit::Error, e.to_string()))?;
-    let mut daemon = Daemon::new(&fsd_socket, source, overrides, config, env_logging);
+    let target =
+        lfs_proto::target::resolve(Some(&args.target)).map_err(|e| (Exit::Error, e.to_string()))?;
+    let fsd_socket = target.socket().to_path_buf();
+    let mut daemon = Daemon::new(&fsd_socket, source, overrides, config, env_logging)
+        .serving(target.device().map(std::path::Path::to_path_buf));
 
     if args.once {
-        let report = daemon.once(None, None).map_err(|e| (Exit::Error, e))?;
+        let mut daemon = daemon.one_shot();
+        let report = daemon
+            .once(None, None)
+            .map_err(|e| (Exit::Error, e.to_string()))?;
         println!("{}", report.summary());
         return Ok(());
     }

@@ -334,7 +334,7 @@ fn once_without_fsd_says_so() {
         config,
         true,
     );
-    let e = d.once(None, None).unwrap_err();
+    let e = d.once(None, None).unwrap_err().to_string();
     assert!(
         e.contains("no fsd answers on") && e.contains("none.sock"),
         "{e}"

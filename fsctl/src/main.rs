@@ -5,6 +5,8 @@
 //! fsctl(8).
 
 mod cmd;
+mod fail;
+mod fsck_lfs;
 mod target;
 
 use std::path::{Path, PathBuf};
@@ -25,8 +27,21 @@ pub enum Exit {
     Usage = 2,
     /// The command worked but found damage (e.g. one bad superblock copy).
     Damaged = 3,
-    /// fsck found errors (as fsck(8)).
+    /// fsck found errors.
     FsckErrors = 4,
+    /// No fsd serves the target (none answers on its socket, or the one
+    /// that answers serves another filesystem).
+    NoFsd = 5,
+    /// The target holds no lfs filesystem (or is on no lfs mount).
+    NotLfs = 6,
+    /// A checkpoint named does not exist.
+    NoCheckpoint = 7,
+    /// Permission denied: by fsd (a change from a user other than root or
+    /// the owner) or by the system (the socket or the device).
+    Denied = 8,
+    /// The device is in use where the command needs it unused (fsck of a
+    /// mounted filesystem).
+    Busy = 9,
 }
 
 #[derive(Debug, Parser)]
@@ -34,8 +49,9 @@ pub enum Exit {
     name = "fsctl",
     version,
     about = "Inspect and administer lfs filesystems",
-    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found, 4 fsck found errors. \
-                  See fsctl(8)."
+    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found, 4 fsck found errors, \
+                  5 no fsd serves the target, 6 not lfs, 7 no such checkpoint, 8 permission denied, \
+                  9 device in use. See fsctl(8)."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -259,8 +275,19 @@ fn default_sigpipe() {
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
+/// True if this process was started as `name` (argv[0]'s file name).
+fn started_as(name: &str) -> bool {
+    std::env::args_os()
+        .next()
+        .is_some_and(|a| Path::new(&a).file_name().is_some_and(|f| f == name))
+}
+
 fn main() -> ExitCode {
     default_sigpipe();
+    if started_as(fsck_lfs::NAME) {
+        lfs_common::logging::init(fsck_lfs::NAME, log::LevelFilter::Warn, None);
+        return fsck_lfs::main();
+    }
     lfs_common::logging::init("fsctl", log::LevelFilter::Warn, None);
     let cli = Cli::parse();
     let result = match &cli.command {
@@ -368,7 +395,7 @@ fn main() -> ExitCode {
                 "{}",
                 lfs_common::report::error_line("fsctl", &format!("{e:#}"))
             );
-            ExitCode::from(Exit::Error as u8)
+            ExitCode::from(fail::exit_code(&e) as u8)
         }
     }
 }

@@ -67,9 +67,22 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl Control {
-    /// Binds `path` and starts serving `handler` there.
-    pub fn start(handler: Requests, path: &Path) -> Result<Control, StartError> {
+/// A control socket bound before the device is opened: the path is
+/// fsd's from then on (a second fsd whose default socket has the same
+/// name is refused before it touches its device), and connections wait
+/// in the backlog until [`Control::start`] serves them. Dropped unused,
+/// it removes the socket file.
+#[derive(Debug)]
+pub struct Claimed {
+    path: PathBuf,
+    listener: Option<UnixListener>,
+}
+
+impl Claimed {
+    /// Binds `path` (mode 0660), creating its directory if need be; a
+    /// socket left by an fsd that died is replaced, one that answers is
+    /// [`StartError::InUse`].
+    pub fn claim(path: &Path) -> Result<Claimed, StartError> {
         let io_err = |e| StartError::Io(path.to_path_buf(), e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -92,19 +105,46 @@ impl Control {
             }
         }
         let listener = UnixListener::bind(path).map_err(io_err)?;
+        let claimed = Claimed {
+            path: path.to_path_buf(),
+            listener: Some(listener),
+        };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
             .map_err(io_err)?;
+        Ok(claimed)
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Control {
+    /// Starts serving `handler` on the socket `claimed`.
+    pub fn start(handler: Requests, mut claimed: Claimed) -> Result<Control, StartError> {
+        let path = claimed.path.clone();
+        let listener = claimed
+            .listener
+            .take()
+            .expect("a Claimed socket is served once");
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fsd-control".into())
                 .spawn(move || accept_loop(&listener, &stop, &handler))
-                .map_err(io_err)?
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&path);
+                    StartError::Io(path.clone(), e)
+                })?
         };
         info!("control socket {} ready", path.display());
         Ok(Control {
-            path: path.to_path_buf(),
+            path,
             stop,
             thread: Some(thread),
         })

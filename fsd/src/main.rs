@@ -120,9 +120,17 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), Failure> {
-    let device = &args.device;
     // A malformed NBD name is bad usage, found before anything is done.
-    let name = DeviceName::parse(device).map_err(|e| fail(Exit::Usage, e))?;
+    let name = DeviceName::parse(&args.device).map_err(|e| fail(Exit::Usage, e))?;
+    // The device by its canonical path: the name GET_SUPER reports and
+    // the mount table shows, which fsctl and cleanerd check against the
+    // device they were given (two images of one file name share a
+    // default socket name).
+    let canonical = match &name {
+        DeviceName::File(path) => std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
+        DeviceName::Nbd(_) => args.device.clone(),
+    };
+    let device = &canonical;
     let flags =
         options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
     let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
@@ -159,6 +167,16 @@ fn run(args: &Args) -> Result<(), Failure> {
     let signals = signals::register()
         .map_err(|e| fail(Exit::Error, anyhow!("registering signal handlers: {e}")))?;
 
+    // The socket is fsd's before the device is touched: if another fsd
+    // answers there (a device of the same file name), nothing is
+    // recovered or written here.
+    let claimed = control::Claimed::claim(&socket).map_err(|e| {
+        let code = match e {
+            control::StartError::InUse(_) => Exit::Busy,
+            control::StartError::Io(..) => Exit::Error,
+        };
+        fail(code, anyhow!("{e}"))
+    })?;
     let dev = open_device(&name, flags.read_only)?;
     let opts = MountOptions {
         read_only: flags.read_only,
@@ -183,7 +201,7 @@ fn run(args: &Args) -> Result<(), Failure> {
 
     let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
     let service = control::service(Arc::clone(&fs), device, Arc::clone(&snapshots));
-    let control = match control::Control::start(Arc::clone(&service), &socket) {
+    let control = match control::Control::start(Arc::clone(&service), claimed) {
         Ok(c) => c,
         Err(e) => {
             let code = match e {

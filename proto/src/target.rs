@@ -90,11 +90,24 @@ fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
 }
 
 /// What a target names.
+///
+/// Sockets are found by name, and a name is not an identity: two images
+/// called `ok.img` in two directories get the same default socket, so the
+/// fsd answering there may serve the other one. [`Resolved::device`] is
+/// what the answering fsd must serve (checked with [`same_device`]
+/// against the device GET_SUPER reports) before anything is asked of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolved {
-    /// A control socket: the target itself, or the socket of the lfs
-    /// mount holding it. Only a daemon can answer.
+    /// A control socket given as the target: whoever answers there.
     Socket(PathBuf),
+    /// An lfs mount holding the target, and the socket fsd names after
+    /// its device.
+    Mount {
+        /// The mount's device (its source in the mount table).
+        device: PathBuf,
+        /// The socket fsd names after it.
+        socket: PathBuf,
+    },
     /// A device, image file or NBD name outside any lfs mount, and the
     /// socket an fsd serving it would have: if none answers there, the
     /// device itself can still be read.
@@ -110,8 +123,46 @@ impl Resolved {
     /// The control socket to try.
     pub fn socket(&self) -> &Path {
         match self {
-            Resolved::Socket(s) | Resolved::Device { socket: s, .. } => s,
+            Resolved::Socket(s)
+            | Resolved::Mount { socket: s, .. }
+            | Resolved::Device { socket: s, .. } => s,
         }
+    }
+
+    /// The device the fsd on [`Resolved::socket`] must serve; `None` for a
+    /// socket given as such.
+    pub fn device(&self) -> Option<&Path> {
+        match self {
+            Resolved::Socket(_) => None,
+            Resolved::Mount { device, .. } | Resolved::Device { device, .. } => Some(device),
+        }
+    }
+}
+
+/// Whether `served`, the device an fsd says it serves (GET_SUPER's
+/// `device`), is `device`: the same block device (`st_rdev`) or the same
+/// file (`st_dev`, `st_ino`), whatever path names it; NBD names (which
+/// name no file) and paths that cannot be looked up must be equal as
+/// written.
+pub fn same_device(device: &Path, served: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let served = Path::new(served);
+    if is_nbd_name(device) || is_nbd_name(served) {
+        return device == served;
+    }
+    match (std::fs::metadata(device), std::fs::metadata(served)) {
+        (Ok(a), Ok(b)) => {
+            let (ab, bb) = (
+                a.file_type().is_block_device(),
+                b.file_type().is_block_device(),
+            );
+            if ab || bb {
+                ab && bb && a.rdev() == b.rdev()
+            } else {
+                a.dev() == b.dev() && a.ino() == b.ino()
+            }
+        }
+        _ => device == served,
     }
 }
 
@@ -152,9 +203,11 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         return device(path);
     }
     match mount {
-        Some((_, source)) => default_socket_path(Path::new(live_source(&source)))
-            .map(Resolved::Socket)
-            .map_err(TargetError::BadSocketPath),
+        Some((_, source)) => {
+            let device = PathBuf::from(live_source(&source));
+            let socket = default_socket_path(&device).map_err(TargetError::BadSocketPath)?;
+            Ok(Resolved::Mount { device, socket })
+        }
         None => Err(TargetError::NotLfs(path)),
     }
 }
@@ -233,6 +286,27 @@ mod tests {
         let e = socket_for(Some(Path::new("/proc"))).unwrap_err();
         assert!(matches!(e, TargetError::NotLfs(_)), "{e}");
         assert!(e.to_string().contains("not on an lfs mount"), "{e}");
+    }
+
+    #[test]
+    fn devices_are_the_same_by_identity_not_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let (one, other) = (a.join("ok.img"), b.join("ok.img"));
+        std::fs::write(&one, b"1").unwrap();
+        std::fs::write(&other, b"2").unwrap();
+        let link = dir.path().join("link.img");
+        std::os::unix::fs::symlink(&one, &link).unwrap();
+        let shown = |p: &Path| p.to_str().unwrap().to_owned();
+        assert!(same_device(&one, &shown(&one)));
+        assert!(same_device(&link, &shown(&one)));
+        assert!(!same_device(&other, &shown(&one)));
+        assert!(!same_device(&other, "ok.img"));
+        assert!(same_device(Path::new("nbd://h/x"), "nbd://h/x"));
+        assert!(!same_device(Path::new("nbd://h/x"), "nbd://h/y"));
+        assert!(same_device(Path::new("/gone/x"), "/gone/x"));
     }
 
     #[test]

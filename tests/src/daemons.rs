@@ -70,6 +70,18 @@ pub fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
     cmd
 }
 
+/// `fsctl ARGS...` as user nobody (group nogroup, no other groups),
+/// through setpriv(1).
+pub fn fsctl_as_nobody<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Command {
+    crate::require_tool("setpriv");
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
+        .arg(fsctl_binary())
+        .args(fsctl_args(args))
+        .env_remove("RUST_LOG");
+    cmd
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -171,3 +171,156 @@ fn sizes_mean_the_same_everywhere() {
     fsd.signal(nix::sys::signal::Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
 }
+
+/// fsctl's exit statuses (fsctl(8)).
+const FSCTL_NO_FSD: i32 = 5;
+
+/// `fsctl lscp -a` of the fsd on `sock`: the checkpoint numbers.
+fn checkpoints(sock: &str) -> Vec<u64> {
+    let o = fsctl(&["lscp", "-a", "--json", sock]).assert_success();
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    v["checkpoints"]
+        .as_array()
+        .unwrap_or_else(|| panic!("lscp --json has no checkpoints: {o}"))
+        .iter()
+        .map(|c| c["cno"].as_u64().unwrap())
+        .collect()
+}
+
+/// Item 2: the wrong-image sequence. With `a/NAME` mounted on the default
+/// socket (named after the file name), fsctl given `b/NAME`, another
+/// image of the same name, must not reach `a`'s fsd: every command says
+/// no fsd serves `b/NAME` (exit 5) and `a` is unchanged; and fsd given
+/// `b/NAME` refuses before it reads or writes `b/NAME`.
+#[test]
+fn the_wrong_filesystem_never_answers() {
+    let d = temp_dir();
+    // A name no other test uses: the default socket lives in /run/lfs.
+    let name = format!("ok-{}-{}.img", std::process::id(), line!());
+    let (a, b) = (mkdir(d.path(), "a"), mkdir(d.path(), "b"));
+    let img_a = mkfs_with(&a, &name, &["-B", "64", "--size", "64M"]);
+    let img_b = mkfs_with(&b, &name, &["-B", "64", "--size", "64M"]);
+    let mnt = mkdir(d.path(), "mnt");
+    let mut fsd = Fsd::start_exactly(&img_a, &mnt, &[]);
+    let sock = format!("/run/lfs/{name}.sock");
+    let before = checkpoints(&sock);
+    let b_bytes = fs::read(&img_b).unwrap();
+
+    let other = format!("b/{name}");
+    for args in [
+        vec!["mkcp", "-p", &other],
+        vec!["mkcp", "-s", &other],
+        vec!["rmcp", &other, "1"],
+        vec!["chcp", "ss", &other, "1"],
+        vec!["freeze", &other],
+        vec!["thaw", &other],
+        vec!["lscp", &other],
+        vec!["df", &other],
+        vec!["diff", "-t", &other, "1", "0"],
+        vec!["clean", "--status", &other],
+    ] {
+        let o = run(
+            lfs_e2e::daemons::fsctl(&args).current_dir(d.path()),
+            CMD_TIMEOUT,
+        );
+        assert_eq!(o.status.code(), Some(FSCTL_NO_FSD), "{args:?}: {o}");
+        assert!(
+            o.stderr.contains(&format!("no fsd serves {other}")),
+            "{args:?}: {o}"
+        );
+    }
+    assert_eq!(checkpoints(&sock), before, "a's checkpoints changed");
+    // Not frozen: a write goes through at once.
+    fs::write(mnt.join("after"), b"written").unwrap();
+
+    // The right image, by any name, still answers.
+    let o = run(
+        lfs_e2e::daemons::fsctl(&["lscp", &format!("a/{name}")]).current_dir(d.path()),
+        CMD_TIMEOUT,
+    );
+    assert!(o.status.success(), "{o}");
+    fsctl(&["lscp", mnt.to_str().unwrap()]).assert_success();
+
+    // cleanerd given b/NAME does not clean a.
+    let log = d.path().join("wrong-cleanerd.log");
+    let out = fs::File::create(&log).unwrap();
+    let mut cleanerd = Cleanerd {
+        child: lfs_e2e::daemons::cleanerd(&[other.as_str()])
+            .current_dir(d.path())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .unwrap(),
+        log,
+    };
+    let deadline = std::time::Instant::now() + CMD_TIMEOUT;
+    while !cleanerd.log().contains("not cleaning it") {
+        assert!(std::time::Instant::now() < deadline, "{}", cleanerd.log());
+        std::thread::sleep(POLL);
+    }
+    assert!(
+        !cleanerd.log().contains("connected to fsd"),
+        "{}",
+        cleanerd.log()
+    );
+    cleanerd.terminate();
+    assert_eq!(
+        checkpoints(&sock),
+        before,
+        "cleanerd changed a's checkpoints"
+    );
+
+    // fsd on b/NAME: refused (busy) before b/NAME is opened.
+    let mnt2 = mkdir(d.path(), "mnt2");
+    let o = run(
+        lfs_e2e::daemons::fsd(&[other.as_str(), "mnt2"]).current_dir(d.path()),
+        CMD_TIMEOUT,
+    );
+    assert_refused(&o, EXIT_BUSY, &sock);
+    assert!(
+        fs::read(&img_b).unwrap() == b_bytes,
+        "the refused fsd wrote to b/{name}"
+    );
+    assert_eq!(mount_type(&mnt2), None);
+    fsd.signal(nix::sys::signal::Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    assert_fsck_clean(&img_a, "after the wrong-image attempts");
+    assert_fsck_clean(&img_b, "after the refused fsd");
+}
+
+/// Item 4: `fsctl diff` names files whatever directories hold them, so
+/// only root and the filesystem's owner may ask for it; a user the
+/// socket admits (its group, as fsd(8) suggests for queries) is refused
+/// and learns no name, while other queries still answer.
+#[test]
+fn diff_names_no_file_to_a_user_who_may_not_read_its_directory() {
+    require_tool("setpriv");
+    let d = temp_dir();
+    let image = mkfs_with(d.path(), "p.img", &["-B", "64", "--size", "64M"]);
+    let mnt = mkdir(d.path(), "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let sock = mnt.with_extension("sock");
+    let s = sock.to_str().unwrap();
+    let cp = fsctl(&["mkcp", "-p", s]).assert_success();
+    let old = cp.stdout.trim().to_string();
+    let private = mnt.join("private");
+    fs::create_dir(&private).unwrap();
+    fs::write(private.join("salary-2026.xlsx"), b"secret").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&private, fs::Permissions::from_mode(0o700)).unwrap();
+    sh(&format!("chgrp nogroup '{s}'"));
+
+    let as_nobody = |args: &[&str]| run(&mut lfs_e2e::daemons::fsctl_as_nobody(args), CMD_TIMEOUT);
+    let o = as_nobody(&["diff", "-t", s, &old, "0"]);
+    assert_eq!(o.status.code(), Some(8), "{o}");
+    assert!(!o.stdout.contains("salary"), "{o}");
+    assert!(!o.stderr.contains("salary"), "{o}");
+    assert!(o.stderr.contains("EPERM"), "{o}");
+    as_nobody(&["lscp", s]).assert_success();
+    as_nobody(&["df", s]).assert_success();
+
+    let o = fsctl(&["diff", "-t", s, &old, "0"]).assert_success();
+    assert!(o.stdout.contains("A /private/salary-2026.xlsx"), "{o}");
+    fsd.signal(nix::sys::signal::Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+}

@@ -153,7 +153,11 @@ fn freeze_holds_writers_serves_readers_and_thaw_lets_them_finish() {
                 .args(lfs_e2e::daemons::fsctl_args(&[cmd, s])),
             CMD_TIMEOUT,
         );
-        assert_eq!(o.status.code(), Some(1), "{o}");
+        assert_eq!(
+            o.status.code(),
+            Some(8),
+            "permission denied (fsctl(8)): {o}"
+        );
         assert!(o.stderr.contains("EPERM"), "{o}");
     }
     for (i, w) in writers.iter_mut().enumerate() {

@@ -99,7 +99,7 @@ fn fsctl_reports_truthful_figures_of_a_mounted_filesystem() {
     fsd.assert_clean_exit("SIGTERM");
     assert!(!Path::new(&sock).exists(), "{sock} left behind");
     let o = fsctl(&["df", image.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(5), "no fsd (fsctl(8)): {o}");
     assert!(o.stderr.contains("no fsd answers"), "{o}");
 }
 
@@ -114,24 +114,20 @@ fn unprivileged_clients_query_but_cannot_change() {
     let sock = socket_of(&image);
     // Let nobody's group connect, as an administrator would.
     sh(&format!("chgrp nogroup '{sock}'"));
-    let as_nobody = |args: &[&str]| {
-        run(
-            Command::new("setpriv")
-                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-                .arg(lfs_e2e::daemons::fsctl_binary())
-                .args(lfs_e2e::daemons::fsctl_args(args)),
-            CMD_TIMEOUT,
-        )
-    };
+    let as_nobody = |args: &[&str]| run(&mut lfs_e2e::daemons::fsctl_as_nobody(args), CMD_TIMEOUT);
     as_nobody(&["lssu", &sock]).assert_success();
     as_nobody(&["df", &sock]).assert_success();
     let o = as_nobody(&["mkcp", &sock]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "permission denied (fsctl(8)): {o}"
+    );
     assert!(o.stderr.contains("EPERM"), "{o}");
     // Cleaning changes the filesystem: refused too (no cleanerd runs, so
     // fsctl sends CLEAN_SEGMENTS itself).
     let o = as_nobody(&["clean", &sock, "--once"]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(8), "{o}");
     assert!(o.stderr.contains("EPERM"), "{o}");
     fsctl(&["mkcp", &sock]).assert_success();
     fsd.signal(Signal::SIGTERM);
@@ -426,8 +422,9 @@ fn super_and_dumpseg_read_through_fsd_or_from_the_device_alike() {
     let o = fsctl_traced(&["super", img]).assert_success();
     assert!(o.stderr.contains("no fsd answers"), "{o}");
     assert!(o.stdout.contains("state               clean"), "{o}");
+    // A plain directory now: not on an lfs mount (fsctl(8): 6).
     let o = fsctl(&["super", m]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(6), "{o}");
 }
 
 /// The control requests that fit ioctl(2), called on files of the mount.

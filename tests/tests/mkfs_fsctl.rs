@@ -99,7 +99,7 @@ fn refuses_existing_filesystems_without_force() {
     assert_eq!(code(&o), Some(4), "{o}");
     assert!(o.stderr.contains("ext2/ext3/ext4"), "{o}");
     let o = fsctl(&["super", "e.img"], d.path());
-    assert_eq!(code(&o), Some(1), "{o}");
+    assert_eq!(code(&o), Some(6), "not lfs (fsctl(8)): {o}");
     assert!(o.stderr.contains("no valid lfs superblock"), "{o}");
 }
 

@@ -7,6 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use lfs_proto::msg::*;
 use lfs_proto::Client;
 
+use crate::fail::Fault;
 use crate::target::connect;
 use crate::Exit;
 
@@ -125,7 +126,7 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
     if ranges.iter().any(|r| !r.is_single()) {
         bail!("chcp takes checkpoint numbers, not ranges");
     }
-    let mut failed = false;
+    let mut failed = None;
     for r in ranges {
         let req = ChangeCpmode {
             cno: r.first,
@@ -140,19 +141,19 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
             Ok(Done) => {}
             Err(e) if e.errno() == Some(ENOENT) => {
                 eprintln!("fsctl: chcp: checkpoint {} does not exist", r.first);
-                failed = true;
+                failed = failed.or(Some(Exit::NoCheckpoint));
             }
             Err(e) if e.errno() == Some(EBUSY) => {
                 eprintln!(
                     "fsctl: chcp: snapshot {} is mounted; unmount it (fsctl umount) first",
                     r.first
                 );
-                failed = true;
+                failed = failed.or(Some(Exit::Error));
             }
             Err(e) => return Err(e).with_context(|| format!("chcp of checkpoint {}", r.first)),
         }
     }
-    Ok(if failed { Exit::Error } else { Exit::Ok })
+    Ok(failed.unwrap_or(Exit::Ok))
 }
 
 /// `fsctl rmcp [TARGET] CNO|A..B...`: deletes checkpoints. A single
@@ -163,7 +164,7 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     let mut c = connect(target.as_deref())?;
     let cps = checkpoints_from(&mut c, 1, false)?;
     let latest = cps.last().map_or(0, |e| e.cno);
-    let mut failed = false;
+    let mut failed = None;
     let (mut deleted, mut skipped) = (0u64, 0u64);
     for r in ranges {
         let single = r.is_single();
@@ -174,7 +175,7 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
             .collect();
         if single && chosen.is_empty() {
             eprintln!("fsctl: rmcp: checkpoint {} does not exist", r.first);
-            failed = true;
+            failed = failed.or(Some(Exit::NoCheckpoint));
             continue;
         }
         for e in chosen {
@@ -209,7 +210,7 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
                 Ok(()) => deleted += 1,
                 Err(w) if single => {
                     eprintln!("fsctl: rmcp: {w}");
-                    failed = true;
+                    failed = failed.or(Some(Exit::Error));
                 }
                 Err(_) => skipped += 1,
             }
@@ -220,7 +221,7 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
             "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints or the latest one)"
         );
     }
-    Ok(if failed { Exit::Error } else { Exit::Ok })
+    Ok(failed.unwrap_or(Exit::Ok))
 }
 
 /// The canonical mount point, and as the protocol's UTF-8 string: fsd
@@ -245,9 +246,10 @@ pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit>
     let mut c = connect(target)?;
     match c.call(&MountCheckpoint { cno, path }) {
         Ok(Done) => Ok(Exit::Ok),
-        Err(e) if e.errno() == Some(ENOENT) => {
-            bail!("checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)")
-        }
+        Err(e) if e.errno() == Some(ENOENT) => Err(Fault::NoCheckpoint(format!(
+            "checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)"
+        ))
+        .into()),
         Err(e) if e.errno() == Some(EBUSY) => {
             bail!("a checkpoint is already mounted on {}", mp.display())
         }
@@ -284,6 +286,21 @@ pub fn diff(old: u64, new: u64, path: &str, target: Option<&Path>, as_json: bool
         bail!("{path:?}: the path must be absolute inside the filesystem (/ for everything)");
     }
     let mut c = connect(target)?;
+    for cno in [old, new].into_iter().filter(|&c| c != 0) {
+        let found = c
+            .call(&GetCpinfo {
+                start_cno: cno,
+                count: 1,
+                flags: 0,
+            })
+            .context("listing checkpoints (GET_CPINFO)")?;
+        if found.items.first().is_none_or(|e| e.cno != cno) {
+            return Err(Fault::NoCheckpoint(format!(
+                "checkpoint {cno} does not exist (fsctl lscp lists them)"
+            ))
+            .into());
+        }
+    }
     let mut items = Vec::new();
     let mut after = String::new();
     loop {
@@ -295,9 +312,7 @@ pub fn diff(old: u64, new: u64, path: &str, target: Option<&Path>, as_json: bool
                 after: after.clone(),
             })
             .map_err(|e| match e.errno() {
-                Some(ENOENT) => anyhow!(
-                    "checkpoint {old} or {new} does not exist, or {path} is in neither (fsctl lscp lists checkpoints)"
-                ),
+                Some(ENOENT) => anyhow!("{path} is in neither checkpoint {old} nor {new}"),
                 _ => anyhow!(e).context("comparing checkpoints (GET_DIFF)"),
             })?;
         let more = r.more;

@@ -13,7 +13,8 @@ use cleanerd::daemon::{Daemon, Overrides};
 use cleanerd::pass::PassReport;
 
 use super::utc;
-use crate::target::socket_for;
+use crate::fail::Fault;
+use crate::target::verified_socket;
 use crate::Exit;
 
 /// What `fsctl clean` was asked to do.
@@ -45,7 +46,7 @@ pub fn run(
     config: Option<&Path>,
     json: bool,
 ) -> Result<Exit> {
-    let fsd_socket = socket_for(target)?;
+    let fsd_socket = verified_socket(target)?;
     let socket = lfs_proto::path::cleanerd_socket_path(&fsd_socket).map_err(|e| anyhow!(e))?;
     let cmd = match action {
         Action::Status => Command::Status,
@@ -81,6 +82,7 @@ pub fn run(
                 socket.display()
             );
         }
+        Err(e @ RequestError::Denied { .. }) => return Err(Fault::Denied(e.to_string()).into()),
         Err(e) => return Err(e.into()),
     };
     print_reply(reply, json)?;
@@ -89,10 +91,14 @@ pub fn run(
 
 fn print_reply(reply: Reply, json: bool) -> Result<()> {
     if !reply.ok {
-        bail!(
+        let why = format!(
             "cleanerd refused: {}",
             reply.error.unwrap_or_else(|| "no reason given".into())
         );
+        if reply.denied {
+            return Err(Fault::Denied(why).into());
+        }
+        bail!(why);
     }
     if let Some(status) = reply.status {
         if json {
@@ -136,13 +142,19 @@ fn once_without_cleanerd(
     };
     let config =
         overrides.apply(cleanerd::config::load(&source).context("cleanerd's configuration")?);
-    let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true);
+    let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true).one_shot();
     let report = daemon
         .once(
             segments.map(|n| n as usize),
             protection_period.map(protection_seconds),
         )
-        .map_err(|e| anyhow!("cleaning once without cleanerd: {e}"))?;
+        .map_err(|e| {
+            let why = format!("cleaning once without cleanerd: {e}");
+            match e.errno() {
+                Some(nix::libc::EPERM | nix::libc::EACCES) => Fault::Denied(why).into(),
+                _ => anyhow!(why),
+            }
+        })?;
     print_report(&report, json)?;
     Ok(Exit::Ok)
 }

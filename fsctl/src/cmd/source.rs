@@ -17,13 +17,12 @@ use lfs::blockdev::BlockDevice;
 use lfs::format::Superblock;
 use lfs::inspect::{read_superblocks, SbCopy, SuperblockBytes, SuperblockPair};
 use lfs_proto::msg::{GetSuper, Super, SUPER_CURRENT_PRIMARY, SUPER_CURRENT_SECONDARY};
-use lfs_proto::path::is_nbd_name;
 use lfs_proto::target::{resolve, Resolved};
 use lfs_proto::Client;
 use log::debug;
 
 use super::{no_valid_superblock, open_read_only};
-use crate::target::connect_to;
+use crate::target::serves;
 
 /// Where the structures are read.
 pub enum Source {
@@ -47,8 +46,12 @@ impl Source {
     /// The source for `target` (see the module doc).
     pub fn open(target: Option<&Path>) -> Result<Source> {
         let (device, socket) = match resolve(target)? {
-            Resolved::Socket(socket) => return live(connect_to(&socket)?, &socket),
             Resolved::Device { device, socket } => (device, socket),
+            _ => {
+                let client = crate::target::connect(target)?;
+                let socket = client.path().map(Path::to_path_buf).unwrap_or_default();
+                return live(client, &socket);
+            }
         };
         let Ok(client) = Client::connect(&socket) else {
             debug!(
@@ -132,22 +135,4 @@ fn live(mut client: Client, socket: &Path) -> Result<Source> {
 fn offline(device: PathBuf) -> Result<Source> {
     let dev = open_read_only(&device)?;
     Ok(Source::Offline { dev, name: device })
-}
-
-/// Whether the fsd that sent `sup` serves `device`: the current copies
-/// have the same uuid. An NBD export cannot be read beside fsd (the
-/// socket is named after the whole name), nor can a device this user may
-/// not read: fsd is trusted then.
-fn serves(device: &Path, sup: &Super) -> bool {
-    if is_nbd_name(device) {
-        return true;
-    }
-    let Ok(here) = open_read_only(device).and_then(|d| Ok(read_superblocks(d.as_ref())?)) else {
-        return true;
-    };
-    let there = live_pair(sup);
-    match (here.current(), there.current()) {
-        (Some(a), Some(b)) => a.uuid == b.uuid,
-        _ => false,
-    }
 }
