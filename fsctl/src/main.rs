@@ -71,6 +71,10 @@ enum Command {
     },
     /// Check an unmounted filesystem's consistency without changing it (exit 4 if errors).
     Fsck {
+        /// When the last checkpoint is damaged, make CNO, the newest intact one, the current one
+        /// (what later checkpoints held is lost).
+        #[arg(long, value_name = "CNO")]
+        rollback: Option<u64>,
         /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
         device: PathBuf,
         /// Print JSON instead of text.
@@ -292,7 +296,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Super { target, json } => cmd::superblock::run(target.as_deref(), *json),
-        Command::Fsck { device, json } => cmd::fsck::run(device, *json),
+        Command::Fsck {
+            rollback,
+            device,
+            json,
+        } => cmd::fsck::run(device, *rollback, *json),
         Command::Lssu {
             all,
             latest,

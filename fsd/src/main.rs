@@ -196,7 +196,14 @@ fn run(args: &Args) -> Result<(), Failure> {
             ),
             e => mount_failure(device, true, e),
         })?,
-        None => Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?,
+        None => Fs::mount(dev, opts).map_err(|e| {
+            let damaged = matches!(e, lfs::Error::Corrupted { .. });
+            let failure = mount_failure(device, flags.read_only, e);
+            match damaged.then(|| rollback_hint(&name, device)).flatten() {
+                Some(hint) => Failure(failure.0, failure.1.context(hint)),
+                None => failure,
+            }
+        })?,
     };
 
     let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
@@ -318,6 +325,25 @@ fn open_device(name: &DeviceName, read_only: bool) -> Result<Arc<dyn BlockDevice
         )),
         Err(e) => Err(fail(Exit::Error, e)),
     }
+}
+
+/// When the last checkpoint is damaged and an older one is intact, what
+/// to do about it (read from the device again, read-only).
+fn rollback_hint(name: &DeviceName, device: &Path) -> Option<String> {
+    let dev = name
+        .open(OpenOptions {
+            read_only: true,
+            direct: false,
+            exclusive: false,
+        })
+        .ok()?;
+    let (intact, damaged) = lfs::checkpoint::rollback::newest_intact(dev).ok()??;
+    let shown = device.display();
+    Some(format!(
+        "checkpoint {damaged}, the last one, is damaged and checkpoint {intact} is the newest \
+         intact one: -o ro,cp={intact} mounts it read-only, `fsctl fsck --rollback {intact} \
+         {shown}` makes it the current one (what checkpoint {damaged} held is lost)"
+    ))
 }
 
 /// The exit status and message of a failed engine mount.
