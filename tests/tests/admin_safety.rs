@@ -324,3 +324,36 @@ fn diff_names_no_file_to_a_user_who_may_not_read_its_directory() {
     fsd.signal(nix::sys::signal::Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
 }
+
+/// Item 10: `fsctl df` counts the space a snapshot holds under snapshots
+/// even when plain checkpoints made after it see the same blocks (it put
+/// them under "older checkpoints", which deleting checkpoints would not
+/// free).
+#[test]
+fn df_puts_what_a_snapshot_holds_under_snapshots() {
+    let d = temp_dir();
+    let image = mkfs_with(d.path(), "s.img", &["-B", "64", "--size", "64M"]);
+    let mnt = mkdir(d.path(), "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let s = mnt.with_extension("sock");
+    let s = s.to_str().unwrap();
+    let big = 4 << 20;
+    fs::write(mnt.join("big"), pattern(big, 12)).unwrap();
+    fsctl(&["mkcp", "-s", s]).assert_success();
+    // Plain checkpoints that still see the file, then it goes.
+    for i in 0..3 {
+        fs::write(mnt.join(format!("small{i}")), b"x").unwrap();
+        fsctl(&["mkcp", s]).assert_success();
+    }
+    fs::remove_file(mnt.join("big")).unwrap();
+    fsctl(&["mkcp", s]).assert_success();
+    let df = df_json(s);
+    let (snap, older) = (
+        df["snapshot_bytes"].as_u64().unwrap(),
+        df["protected_bytes"].as_u64().unwrap(),
+    );
+    assert!(snap >= big as u64, "{df}");
+    assert!(older < big as u64 / 4, "{df}");
+    fsd.signal(nix::sys::signal::Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+}

@@ -247,3 +247,60 @@ fn fsctl_exit_statuses_say_what_failed() {
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
 }
+
+/// Item 10: one message format. Every line fsd, cleanerd, mkfs.lfs and
+/// fsctl write to stderr starts with the program's name, log records and
+/// final errors alike, and none carries Rust's "(os error N)"; a user
+/// refused by cleanerd's socket is told so, not that no cleanerd runs.
+#[test]
+fn messages_say_what_happened_in_one_format() {
+    require_tool("setpriv");
+    let d = temp_dir();
+    let missing = d.path().join("missing.img");
+    let mnt = mkdir(d.path(), "mnt");
+    let (m, mp) = (missing.to_str().unwrap(), mnt.to_str().unwrap());
+    let check = |o: &Output, program: &str| {
+        assert!(!o.stderr.is_empty(), "{o}");
+        for line in o.stderr.lines() {
+            assert!(line.starts_with(&format!("{program}: ")), "{line:?} in {o}");
+        }
+        assert!(!o.stderr.contains("os error"), "{o}");
+        assert!(
+            !o.stderr.contains(" INFO ") && !o.stderr.contains(" WARN "),
+            "{o}"
+        );
+    };
+    check(&fsd_refusal(&["-v", m, mp]), "fsd");
+    check(&fsctl(&["super", m]), "fsctl");
+    check(&fsctl(&["fsck", m]), "fsctl");
+    let o = run(
+        lfs_e2e::daemons::cleanerd(&["--once", m]).current_dir(d.path()),
+        CMD_TIMEOUT,
+    );
+    check(&o, "cleanerd");
+    let o = run(
+        Command::new(lfs_e2e::built_binary("mkfs-lfs")).arg(m),
+        CMD_TIMEOUT,
+    );
+    check(&o, "mkfs.lfs");
+
+    // cleanerd runs; nobody may reach fsd's socket but not cleanerd's.
+    let image = mkfs_with(d.path(), "c.img", &["-B", "64", "--size", "64M"]);
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    let sock = mnt.with_extension("sock");
+    let s = sock.to_str().unwrap();
+    let cleanerd = Cleanerd::start(d.path(), s);
+    assert_reconnects(&cleanerd, s, 0, "at start");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(&sock, fs::Permissions::from_mode(0o666)).unwrap();
+    let o = run(
+        &mut lfs_e2e::daemons::fsctl_as_nobody(&["clean", "--status", s]),
+        CMD_TIMEOUT,
+    );
+    assert_eq!(o.status.code(), Some(FSCTL_DENIED), "{o}");
+    assert!(o.stderr.contains("permission denied"), "{o}");
+    assert!(!o.stderr.contains("no cleanerd is running"), "{o}");
+    drop(cleanerd);
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+}
