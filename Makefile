@@ -30,6 +30,18 @@ INSTALL    ?= install
 # workspace's binaries and that each one has man/INSTALLED-NAME.8.
 BINS       = mkfs-lfs:mkfs.lfs fsctl:fsctl fsctl:fsck.lfs fsd:fsd cleanerd:cleanerd
 
+# mount(8) runs /sbin/mount.TYPE for a filesystem of type TYPE (it looks
+# nowhere else): fsd, linked as mount.fuse.lfs and mount.lfs, is that
+# helper for the types fuse.lfs and lfs.  With PREFIX=/usr on a merged-/usr
+# system (Debian 12) SBINDIR is /sbin; otherwise install with
+# HELPERDIR=/sbin.  fsck(8) runs fsck.TYPE from PATH: fsck.fuse.lfs for
+# the type fuse.lfs.
+HELPERDIR  ?= $(SBINDIR)
+# Symbolic links, as LINK:TARGET.
+LINKS       = $(HELPERDIR)/mount.fuse.lfs:$(SBINDIR)/fsd \
+              $(HELPERDIR)/mount.lfs:$(SBINDIR)/fsd \
+              $(SBINDIR)/fsck.fuse.lfs:fsck.lfs
+
 # Every man page, installed into the man<section> directory its suffix names.
 MANPAGES   = $(wildcard man/*.[1-8])
 
@@ -38,15 +50,15 @@ MANPAGES   = $(wildcard man/*.[1-8])
 CONF_SRC   ?= conf
 CONFS       = $(wildcard $(CONF_SRC)/*)
 
-.PHONY: all build install install-bins install-man install-conf uninstall \
-	test print-bins clean
+.PHONY: all build install install-bins install-links install-man install-conf \
+	uninstall test print-bins clean
 
 all: build
 
 build:
 	$(CARGO) build --profile $(PROFILE) --workspace --target-dir $(TARGET_DIR)
 
-install: install-bins install-man install-conf
+install: install-bins install-links install-man install-conf
 
 install-bins: $(if $(NO_BUILD),,build)
 	@set -e; \
@@ -58,6 +70,15 @@ install-bins: $(if $(NO_BUILD),,build)
 	    fi; \
 	    $(INSTALL) -m 0755 "$$src" "$$dst"; \
 	    echo "installed $$dst"; \
+	done
+
+install-links: install-bins
+	@set -e; \
+	for pair in $(LINKS); do \
+	    link='$(DESTDIR)'"$${pair%%:*}"; target="$${pair#*:}"; \
+	    $(INSTALL) -d "$$(dirname "$$link")"; \
+	    ln -sfn "$$target" "$$link"; \
+	    echo "installed $$link -> $$target"; \
 	done
 
 install-man:
@@ -96,6 +117,10 @@ uninstall:
 	@set -e; \
 	for pair in $(BINS); do \
 	    rm -f '$(DESTDIR)$(SBINDIR)/'"$${pair#*:}"; \
+	done; \
+	for pair in $(LINKS); do \
+	    link='$(DESTDIR)'"$${pair%%:*}"; \
+	    if [ -L "$$link" ]; then rm -f "$$link"; fi; \
 	done; \
 	for page in $(MANPAGES); do \
 	    rm -f '$(DESTDIR)$(MANDIR)/man'"$${page##*.}/$${page##*/}"; \

@@ -30,7 +30,15 @@ struct Logger {
     drop: Option<Drop>,
     /// Set once the daemon has detached: records go to syslog.
     syslog: AtomicBool,
+    /// While set (a daemon not yet detached), records below warning
+    /// level wait in `held` for syslog instead of going to the caller's
+    /// stderr: mount(8) prints nothing when all is well.
+    holding: AtomicBool,
+    held: std::sync::Mutex<Vec<(Level, String)>>,
 }
+
+/// Most records [`hold_until_detached`] keeps; later ones are dropped.
+const HELD_MAX: usize = 1000;
 
 static LOGGER: std::sync::OnceLock<Logger> = std::sync::OnceLock::new();
 
@@ -44,6 +52,8 @@ pub fn init(program: &'static str, level: LevelFilter, drop: Option<Drop>) -> bo
         filter: from_env.then(|| env_logger::Builder::new().parse_default_env().build()),
         drop,
         syslog: AtomicBool::new(false),
+        holding: AtomicBool::new(false),
+        held: std::sync::Mutex::new(Vec::new()),
     });
     let max = match &logger.filter {
         Some(f) => f.filter(),
@@ -62,12 +72,26 @@ pub fn set_level(level: LevelFilter) {
     }
 }
 
+/// Until [`to_syslog`], only warnings and errors reach stderr; the other
+/// records are kept and sent to syslog then (a daemon starting for
+/// mount(8), which should print nothing when all goes well).
+pub fn hold_until_detached() {
+    if let Some(l) = LOGGER.get() {
+        l.holding.store(true, Ordering::SeqCst);
+    }
+}
+
 /// From now on, records go to syslog instead of stderr (a daemon that
-/// closed its standard streams). Without a syslog socket they are lost,
-/// as fsd(8) says.
+/// closed its standard streams), those held first. Without a syslog
+/// socket they are lost, as fsd(8) says.
 pub fn to_syslog() {
     if let Some(l) = LOGGER.get() {
         l.syslog.store(true, Ordering::SeqCst);
+        l.holding.store(false, Ordering::SeqCst);
+        let held = std::mem::take(&mut *l.held.lock().unwrap_or_else(|p| p.into_inner()));
+        for (level, text) in held {
+            l.send_to_syslog(level, &text);
+        }
     }
 }
 
@@ -107,6 +131,17 @@ fn severity(level: Level) -> u8 {
     }
 }
 
+impl Logger {
+    fn send_to_syslog(&self, level: Level, text: &str) {
+        let pri = FACILITY_DAEMON * 8 + severity(level);
+        let line = format!("<{pri}>{}[{}]: {text}", self.program, std::process::id());
+        // Nothing to report a lost log line to.
+        if let Ok(s) = UnixDatagram::unbound() {
+            let _ = s.send_to(line.as_bytes(), SYSLOG_SOCKET);
+        }
+    }
+}
+
 impl Log for Logger {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
         match &self.filter {
@@ -124,11 +159,11 @@ impl Log for Logger {
         }
         let text = format_record(record);
         if self.syslog.load(Ordering::Relaxed) {
-            let pri = FACILITY_DAEMON * 8 + severity(record.level());
-            let line = format!("<{pri}>{}[{}]: {text}", self.program, std::process::id());
-            // Nothing to report a lost log line to.
-            if let Ok(s) = UnixDatagram::unbound() {
-                let _ = s.send_to(line.as_bytes(), SYSLOG_SOCKET);
+            self.send_to_syslog(record.level(), &text);
+        } else if self.holding.load(Ordering::Relaxed) && record.level() > Level::Warn {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            if held.len() < HELD_MAX {
+                held.push((record.level(), text));
             }
         } else {
             // One write per line, so that threads' lines do not mix.

@@ -11,8 +11,11 @@ use clap::Parser;
 
 use crate::fail::Fault;
 
-/// The name fsck(8) runs.
+/// The name fsck(8) runs for the type lfs.
 pub const NAME: &str = "fsck.lfs";
+/// Every name that starts the checker: fsck(8) runs fsck.fuse.lfs for an
+/// fstab line of type fuse.lfs (`make install` links it to fsck.lfs).
+pub const NAMES: &[&str] = &[NAME, "fsck.fuse.lfs"];
 
 /// fsck(8)'s exit statuses (the ones fsck.lfs gives; it never corrects
 /// anything, so never 1 or 2).

@@ -279,16 +279,19 @@ fn default_sigpipe() {
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
-/// True if this process was started as `name` (argv[0]'s file name).
-fn started_as(name: &str) -> bool {
-    std::env::args_os()
-        .next()
-        .is_some_and(|a| Path::new(&a).file_name().is_some_and(|f| f == name))
+/// True if this process was started as one of `names` (argv[0]'s file
+/// name).
+fn started_as(names: &[&str]) -> bool {
+    std::env::args_os().next().is_some_and(|a| {
+        Path::new(&a)
+            .file_name()
+            .is_some_and(|f| names.iter().any(|n| f == *n))
+    })
 }
 
 fn main() -> ExitCode {
     default_sigpipe();
-    if started_as(fsck_lfs::NAME) {
+    if started_as(fsck_lfs::NAMES) {
         lfs_common::logging::init(fsck_lfs::NAME, log::LevelFilter::Warn, None);
         return fsck_lfs::main();
     }

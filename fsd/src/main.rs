@@ -8,8 +8,10 @@
 //! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
 
 mod control;
+mod daemon;
 mod errno;
 mod fuse;
+mod helper;
 mod options;
 mod signals;
 mod snapshots;
@@ -23,9 +25,9 @@ use anyhow::anyhow;
 use clap::Parser;
 use lfs::blockdev::{BlockDevice, DeviceName, OpenOptions};
 use lfs::fs::{Fs, MountOptions};
-use log::{error, info, warn, LevelFilter};
+use log::{debug, error, info, warn, LevelFilter};
 
-use crate::options::{MountFlags, Overrides};
+use crate::options::{KernelFlag, MountFlags, Overrides};
 use fsd::config::{self, Config, Source};
 
 /// Exit statuses, as documented in fsd(8).
@@ -61,14 +63,17 @@ fn fail(code: Exit, e: impl Into<anyhow::Error>) -> Failure {
 #[command(
     name = "fsd",
     version,
-    about = "Mount an lfs log-structured filesystem with FUSE and serve it in the foreground",
+    about = "Mount an lfs log-structured filesystem with FUSE and serve it (in the foreground unless \
+             --daemon)",
     after_help = "Signals: SIGTERM/SIGINT unmount (final checkpoint, exit 0), SIGHUP reloads the \
                   configuration.\nExit status: 0 clean unmount, 1 error, 2 bad usage or \
                   configuration, 3 bad mount point, 4 not a usable lfs device, 5 device busy, \
                   6 needs -o ro. See fsd(8)."
 )]
 struct Args {
-    /// Mount options, comma-separated: ro, rw, allow_other, default_permissions.
+    /// Mount options, comma-separated: ro, rw, cp=CNO, allow_other, default_permissions,
+    /// config=FILE, socket=PATH, the kernel's (no)dev, (no)suid, (no)exec, sync, async, dirsync,
+    /// and mount(8)'s own (defaults, noauto, nofail, _netdev, x-*), which are left alone.
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     options: Vec<String>,
 
@@ -80,9 +85,18 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
 
-    /// Run in the foreground (fsd always does; accepted for compatibility).
-    #[arg(short = 'f', long)]
+    /// Run in the foreground (the default; accepted for compatibility with FUSE filesystems).
+    #[arg(short = 'f', long, conflicts_with = "daemon")]
     foreground: bool,
+
+    /// Return once the filesystem is mounted, fsd serving it in the background (logging to
+    /// syslog): what mount(8) runs fsd for.
+    #[arg(long)]
+    daemon: bool,
+
+    /// Leave unknown -o options alone instead of refusing them (mount -s).
+    #[arg(skip)]
+    sloppy: bool,
 
     /// More log output: -v debug, -vv trace (overrides log_level).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, conflicts_with = "log_level")]
@@ -99,8 +113,51 @@ struct Args {
     mountpoint: PathBuf,
 }
 
+/// The arguments: fsd's own, or mount(8)'s when fsd is started as its
+/// helper (`helper`); `None` when there is nothing to do (`mount -f`).
+fn arguments() -> Result<Option<Args>, Failure> {
+    let mut argv = std::env::args_os();
+    let started_as = argv
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if !helper::NAMES.contains(&started_as.as_str()) {
+        return Ok(Some(Args::parse()));
+    }
+    let h = helper::parse(argv).map_err(|e| fail(Exit::Usage, anyhow!("{started_as}: {e}")))?;
+    // mount -f: everything checked that can be without mounting.
+    options::parse_mount_options(&h.options, h.sloppy)
+        .map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    if h.fake {
+        return Ok(None);
+    }
+    Ok(Some(Args {
+        options: h.options,
+        config: None,
+        socket: None,
+        foreground: false,
+        daemon: true,
+        sloppy: h.sloppy,
+        verbose: u8::from(h.verbose),
+        log_level: None,
+        device: h.device,
+        mountpoint: h.mountpoint,
+    }))
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match arguments() {
+        Ok(Some(args)) => args,
+        Ok(None) => return ExitCode::from(Exit::Ok as u8),
+        Err(Failure(code, e)) => {
+            lfs_common::logging::fatal("fsd", &format!("{e:#}"));
+            return ExitCode::from(code as u8);
+        }
+    };
     // A panic means the engine's memory can no longer be trusted: never
     // write a checkpoint from it. Abort; the next mount recovers from the
     // last durable log, as after a crash.
@@ -131,16 +188,24 @@ fn run(args: &Args) -> Result<(), Failure> {
         DeviceName::Nbd(_) => args.device.clone(),
     };
     let device = &canonical;
-    let flags =
-        options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
-    let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
-    let source = match &args.config {
-        Some(path) => Source::Explicit(path.clone()),
+    let flags = options::parse_mount_options(&args.options, args.sloppy)
+        .map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    // The command line wins over -o config= and socket= (an fstab line's
+    // way to say them).
+    let socket_arg = args.socket.clone().or_else(|| flags.socket.clone());
+    let overrides = Overrides::new(args.verbose, args.log_level, socket_arg);
+    let source = match args.config.as_ref().or(flags.config.as_ref()) {
+        // Absolute, so that a reload after --daemon left the directory
+        // reads the same file.
+        Some(path) => Source::Explicit(std::path::absolute(path).unwrap_or_else(|_| path.clone())),
         None => config::system(),
     };
     let (file_config, config_file) = config::load(&source).map_err(|e| fail(Exit::Usage, e))?;
     let config = overrides.apply(file_config);
     let env_logging = options::init_logging(config.log_level);
+    if args.daemon {
+        lfs_common::logging::hold_until_detached();
+    }
     match &config_file {
         Some(file) => info!("configuration from {}", file.display()),
         None => info!("no configuration file; built-in defaults"),
@@ -150,6 +215,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     for note in flags.notes() {
         warn!("{note}");
+    }
+    if !flags.ignored.is_empty() {
+        debug!("mount options left alone: {}", flags.ignored.join(","));
     }
 
     let socket = match &config.socket {
@@ -164,6 +232,17 @@ fn run(args: &Args) -> Result<(), Failure> {
 
     let mountpoint =
         options::check_mountpoint(&args.mountpoint).map_err(|e| fail(Exit::Mountpoint, e))?;
+    // Before any thread starts (the signal thread, the engine's): the
+    // parent waits here until the mount is ready or fsd failed.
+    let detached = if args.daemon {
+        let d = daemon::detach()
+            .map_err(|e| fail(Exit::Error, anyhow!("going to the background: {e}")))?;
+        // Nothing holds a directory of the caller's.
+        let _ = std::env::set_current_dir("/");
+        Some(d)
+    } else {
+        None
+    };
     let signals = signals::register()
         .map_err(|e| fail(Exit::Error, anyhow!("registering signal handlers: {e}")))?;
 
@@ -294,6 +373,11 @@ fn run(args: &Args) -> Result<(), Failure> {
         fs.block_size()
     );
 
+    if let Some(d) = detached {
+        if let Err(e) = d.ready() {
+            warn!("telling the caller that the mount is ready: {e}");
+        }
+    }
     let served = session.run();
     signal_thread.stop();
     control.stop();
@@ -414,6 +498,19 @@ pub(crate) fn fuser_config(flags: &MountFlags, threads: usize, fsname: String) -
         mount_options.push(M::DefaultPermissions);
     }
     mount_options.push(if flags.read_only { M::RO } else { M::RW });
+    // Without dev and suid the kernel mounts nodev,nosuid (fuser's
+    // default, as libfuse's).
+    mount_options.extend(flags.kernel.iter().map(|k| match *k {
+        KernelFlag::Dev(true) => M::Dev,
+        KernelFlag::Dev(false) => M::NoDev,
+        KernelFlag::Suid(true) => M::Suid,
+        KernelFlag::Suid(false) => M::NoSuid,
+        KernelFlag::Exec(true) => M::Exec,
+        KernelFlag::Exec(false) => M::NoExec,
+        KernelFlag::Sync(true) => M::Sync,
+        KernelFlag::Sync(false) => M::Async,
+        KernelFlag::DirSync => M::DirSync,
+    }));
     let mut c = fuser::Config::default();
     c.mount_options = mount_options;
     c.acl = if flags.allow_other {
@@ -524,7 +621,8 @@ mod tests {
 
     #[test]
     fn fuser_settings_follow_the_options() {
-        let flags = options::parse_mount_options(&["ro,allow_other".to_owned()]).unwrap();
+        let flags = options::parse_mount_options(&["ro,allow_other,noexec,sync".to_owned()], false)
+            .unwrap();
         let config = Config {
             threads: 7,
             ..Config::default()
@@ -537,6 +635,8 @@ mod tests {
             M::DefaultPermissions,
             M::RO,
             M::NoAtime,
+            M::NoExec,
+            M::Sync,
         ] {
             assert!(
                 c.mount_options.contains(&want),
