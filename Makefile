@@ -42,6 +42,11 @@ LINKS       = $(HELPERDIR)/mount.fuse.lfs:$(SBINDIR)/fsd \
               $(HELPERDIR)/mount.lfs:$(SBINDIR)/fsd \
               $(SBINDIR)/fsck.fuse.lfs:fsck.lfs
 
+# systemd units (systemd/*.in, with @SBINDIR@ and @SYSCONFDIR@ filled in).
+# systemd reads /usr/local/lib/systemd/system as well as /usr/lib/...
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+UNITS       = $(wildcard systemd/*.in)
+
 # Every man page, installed into the man<section> directory its suffix names.
 MANPAGES   = $(wildcard man/*.[1-8])
 
@@ -50,15 +55,15 @@ MANPAGES   = $(wildcard man/*.[1-8])
 CONF_SRC   ?= conf
 CONFS       = $(wildcard $(CONF_SRC)/*)
 
-.PHONY: all build install install-bins install-links install-man install-conf \
-	uninstall test print-bins clean
+.PHONY: all build install install-bins install-links install-units install-man \
+	install-conf uninstall test print-bins clean
 
 all: build
 
 build:
 	$(CARGO) build --profile $(PROFILE) --workspace --target-dir $(TARGET_DIR)
 
-install: install-bins install-links install-man install-conf
+install: install-bins install-links install-units install-man install-conf
 
 install-bins: $(if $(NO_BUILD),,build)
 	@set -e; \
@@ -79,6 +84,16 @@ install-links: install-bins
 	    $(INSTALL) -d "$$(dirname "$$link")"; \
 	    ln -sfn "$$target" "$$link"; \
 	    echo "installed $$link -> $$target"; \
+	done
+
+install-units:
+	@set -e; \
+	$(INSTALL) -d '$(DESTDIR)$(UNITDIR)'; \
+	for src in $(UNITS); do \
+	    name="$${src##*/}"; dst='$(DESTDIR)$(UNITDIR)/'"$${name%.in}"; \
+	    sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' "$$src" > "$$dst.tmp"; \
+	    chmod 0644 "$$dst.tmp"; mv "$$dst.tmp" "$$dst"; \
+	    echo "installed $$dst"; \
 	done
 
 install-man:
@@ -121,6 +136,9 @@ uninstall:
 	for pair in $(LINKS); do \
 	    link='$(DESTDIR)'"$${pair%%:*}"; \
 	    if [ -L "$$link" ]; then rm -f "$$link"; fi; \
+	done; \
+	for src in $(UNITS); do \
+	    name="$${src##*/}"; rm -f '$(DESTDIR)$(UNITDIR)/'"$${name%.in}"; \
 	done; \
 	for page in $(MANPAGES); do \
 	    rm -f '$(DESTDIR)$(MANDIR)/man'"$${page##*.}/$${page##*/}"; \

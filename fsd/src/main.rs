@@ -12,6 +12,7 @@ mod daemon;
 mod errno;
 mod fuse;
 mod helper;
+mod notify;
 mod options;
 mod signals;
 mod snapshots;
@@ -378,7 +379,9 @@ fn run(args: &Args) -> Result<(), Failure> {
             warn!("telling the caller that the mount is ready: {e}");
         }
     }
+    notify::notify("READY=1");
     let served = session.run();
+    notify::notify("STOPPING=1");
     signal_thread.stop();
     control.stop();
     // The changes deferred by a freeze are answered before the final
