@@ -8,6 +8,7 @@
 //! root or the filesystem's owner (the root directory's owner).
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ pub type Requests = Arc<dyn Handler + Send + std::marker::Sync>;
 #[derive(Debug)]
 pub struct Control {
     path: PathBuf,
+    /// The listening socket, to wake the accept loop at stop without
+    /// going through the path (which someone may have removed).
+    waker: Option<UnixListener>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -131,6 +135,7 @@ impl Control {
             .listener
             .take()
             .expect("a Claimed socket is served once");
+        let waker = listener.try_clone().ok();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -145,6 +150,7 @@ impl Control {
         info!("control socket {} ready", path.display());
         Ok(Control {
             path,
+            waker,
             stop,
             thread: Some(thread),
         })
@@ -159,8 +165,16 @@ impl Control {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the accept loop.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the accept loop: shutdown(2) of a listening socket ends a
+        // blocked accept; connecting to the path is the fallback (and
+        // fails if the socket file was removed behind fsd's back, which
+        // made fsd hang at exit).
+        let woken = self.waker.take().is_some_and(|l| {
+            nix::sys::socket::shutdown(l.as_raw_fd(), nix::sys::socket::Shutdown::Both).is_ok()
+        });
+        if !woken {
+            let _ = UnixStream::connect(&self.path);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }

@@ -12,6 +12,7 @@ mod daemon;
 mod errno;
 mod fuse;
 mod helper;
+mod mount;
 mod notify;
 mod options;
 mod signals;
@@ -315,8 +316,10 @@ fn run(args: &Args) -> Result<(), Failure> {
     let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
         Ok(s) => s,
         Err(e) => {
+            let why = mount::user_may_not_mount()
+                .unwrap_or_else(|| "is /dev/fuse there and usable?".to_owned());
             let e = anyhow!(e).context(format!(
-                "FUSE mount of {} on {} failed (is /dev/fuse there and usable?)",
+                "FUSE mount of {} on {} failed ({why})",
                 device.display(),
                 mountpoint.display()
             ));
@@ -344,7 +347,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         Box::new(move || thaw_to_stop(&fs, "stopping"))
     };
     let targets = signals::Targets {
-        unmounter: session.unmount_callable(),
+        unmounter: mount::Unmounter::new(session.unmount_callable()),
         mountpoint: mountpoint.clone(),
         device_number,
         reload,

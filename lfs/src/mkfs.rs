@@ -53,6 +53,11 @@ pub struct MkfsOptions {
     pub now_nsec: u32,
     /// Discard the whole device first.
     pub discard: bool,
+    /// Owner of the root directory, who owns the filesystem (fsd takes
+    /// changing control requests from root and from this user).
+    pub root_uid: u32,
+    /// Group of the root directory.
+    pub root_gid: u32,
 }
 
 /// The checksum seed for a filesystem whose uuid was chosen rather than
@@ -75,6 +80,8 @@ impl MkfsOptions {
             now_secs,
             now_nsec,
             discard: true,
+            root_uid: 0,
+            root_gid: 0,
         }
     }
 }
@@ -287,6 +294,8 @@ fn initial_log(sb: &Superblock, opts: &MkfsOptions) -> Vec<Vec<u8>> {
     let root = Inode {
         mode: 0o040755,
         nlink: 2,
+        uid: opts.root_uid,
+        gid: opts.root_gid,
         atime: now,
         mtime: now,
         ctime: now,

@@ -395,6 +395,10 @@ fn options(args: &Args) -> Result<MkfsOptions, Failure> {
     o.reserved_percent = args.reserved_percent;
     o.label = args.label.clone();
     o.discard = !args.no_discard;
+    // The user formatting it owns it (root: 0:0, as before), so that a
+    // user can mount, snapshot and clean an image of their own.
+    o.root_uid = nix::unistd::geteuid().as_raw();
+    o.root_gid = nix::unistd::getegid().as_raw();
     Ok(o)
 }
 

@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use crate::path::{default_socket_path, is_nbd_name};
+use crate::path::{default_socket_path, default_socket_path_for, is_nbd_name};
 
 /// The mount type fsd registers.
 pub const FSTYPE: &str = "fuse.lfs";
@@ -70,9 +70,18 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// (mount point, fstype, source) of every mount listed in `text`, in
-/// mountinfo(5) format.
-fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
+/// One mount of the mount table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountEntry {
+    mountpoint: PathBuf,
+    fstype: String,
+    source: String,
+    /// A FUSE mount's `user_id=` (the user who mounted it), if shown.
+    user_id: Option<u32>,
+}
+
+/// Every mount listed in `text`, in mountinfo(5) format.
+fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|l| {
             let (pre, post) = l.split_once(" - ")?;
@@ -80,11 +89,17 @@ fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
             let mut post = post.split(' ');
             let fstype = post.next()?;
             let source = post.next()?;
-            Some((
-                PathBuf::from(unescape(mp)),
-                fstype.to_string(),
-                unescape(source),
-            ))
+            let user_id = post.next().and_then(|opts| {
+                opts.split(',')
+                    .find_map(|o| o.strip_prefix("user_id="))
+                    .and_then(|u| u.parse().ok())
+            });
+            Some(MountEntry {
+                mountpoint: PathBuf::from(unescape(mp)),
+                fstype: fstype.to_string(),
+                source: unescape(source),
+                user_id,
+            })
         })
         .collect()
 }
@@ -203,9 +218,14 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         return device(path);
     }
     match mount {
-        Some((_, source)) => {
-            let device = PathBuf::from(live_source(&source));
-            let socket = default_socket_path(&device).map_err(TargetError::BadSocketPath)?;
+        Some(m) => {
+            let device = PathBuf::from(live_source(&m.source));
+            // A user's fsd keeps its socket in that user's directory.
+            let socket = match m.user_id {
+                Some(uid) => default_socket_path_for(&device, uid),
+                None => default_socket_path(&device),
+            }
+            .map_err(TargetError::BadSocketPath)?;
             Ok(Resolved::Mount { device, socket })
         }
         None => Err(TargetError::NotLfs(path)),
@@ -221,19 +241,17 @@ fn live_source(source: &str) -> &str {
     }
 }
 
-/// The lfs mount holding `path`: (mount point, source device).
-fn mount_of(path: &Path) -> Result<Option<(PathBuf, String)>, TargetError> {
+/// The lfs mount holding `path`.
+fn mount_of(path: &Path) -> Result<Option<MountEntry>, TargetError> {
     let canon =
         std::fs::canonicalize(path).map_err(io_error(format!("resolving {}", path.display())))?;
     let text =
         std::fs::read_to_string(MOUNTINFO).map_err(io_error(format!("reading {MOUNTINFO}")))?;
     let best = parse_mountinfo(&text)
         .into_iter()
-        .filter(|(mp, _, _)| canon.starts_with(mp))
-        .max_by_key(|(mp, _, _)| mp.as_os_str().len());
-    Ok(best
-        .filter(|(_, t, _)| t == FSTYPE)
-        .map(|(mp, _, src)| (mp, src)))
+        .filter(|m| canon.starts_with(&m.mountpoint))
+        .max_by_key(|m| m.mountpoint.as_os_str().len());
+    Ok(best.filter(|m| m.fstype == FSTYPE))
 }
 
 #[cfg(test)]
@@ -251,18 +269,20 @@ mod tests {
 
     #[test]
     fn mountinfo_lines() {
-        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - fuse.lfs /dev/vdb rw\n\
+        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - fuse.lfs /dev/vdb rw,user_id=1000,group_id=1000\n\
                     37 35 98:0 / /proc rw - proc proc rw\ngarbage\n";
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 2);
         assert_eq!(
             m[0],
-            (
-                PathBuf::from("/mnt/my data"),
-                "fuse.lfs".into(),
-                "/dev/vdb".into()
-            )
+            MountEntry {
+                mountpoint: PathBuf::from("/mnt/my data"),
+                fstype: "fuse.lfs".into(),
+                source: "/dev/vdb".into(),
+                user_id: Some(1000),
+            }
         );
+        assert_eq!(m[1].user_id, None);
     }
 
     #[test]

@@ -552,3 +552,18 @@ fn an_unprivileged_ioctl_on_the_mount_is_refused() {
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
 }
+
+/// fsd stops its control server without going through the socket's
+/// path: with the socket file removed behind its back (a cleaned /run,
+/// a user's removed runtime directory), SIGTERM still ends it (it used to
+/// hang at exit, its accept loop never woken).
+#[test]
+fn a_removed_socket_file_does_not_keep_fsd_from_exiting() {
+    let tmp = temp_dir();
+    let image = mkfs(tmp.path(), "rm.img");
+    let mnt = mkdir(tmp.path(), "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    std::fs::remove_file(mnt.with_extension("sock")).unwrap();
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM with the socket file removed");
+}
