@@ -70,6 +70,11 @@ pub enum Command {
         /// Protection period in seconds instead of the configured one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protection_period: Option<f64>,
+        /// Least reclaimable blocks per chosen segment instead of
+        /// `min_reclaimable_blocks`, as cleanerd.conf writes an amount
+        /// ("0", "5%", "64K").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min_reclaimable: Option<String>,
     },
 }
 

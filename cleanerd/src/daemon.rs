@@ -32,6 +32,7 @@ use crate::pass::{run_pass, Outcome, PassError, PassReport, PassSpec};
 use crate::policy::History;
 use crate::schedule::{effort, Mode, Schedule};
 use crate::units::format_duration;
+use crate::units::{parse_amount, Amount};
 
 /// What wakes the loop besides its timer.
 #[derive(Debug)]
@@ -94,6 +95,19 @@ impl Failure {
             Failure::Connect(_) => None,
         }
     }
+}
+
+/// What a pass asked for with [`Daemon::once`] does differently from the
+/// configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OnceOptions {
+    /// Segments to choose instead of `nsegments_per_clean`.
+    pub segments: Option<usize>,
+    /// Protection period in seconds instead of `protection_period`.
+    pub protection_s: Option<u32>,
+    /// Least reclaimable blocks per chosen segment instead of
+    /// `min_reclaimable_blocks` (0: never defer).
+    pub min_reclaimable: Option<Amount>,
 }
 
 /// Why a pass asked for with [`Daemon::once`] failed.
@@ -582,13 +596,14 @@ impl Daemon {
         Ok(changed)
     }
 
-    /// One pass at normal speed now, whatever the marks say (`--once`);
-    /// `segments` and `protection_s` override the configuration.
-    pub fn once(
-        &mut self,
-        segments: Option<usize>,
-        protection_s: Option<u32>,
-    ) -> Result<PassReport, OnceError> {
+    /// One pass at normal speed now, whatever the marks say (`--once`,
+    /// `fsctl clean`); `opts` override the configuration.
+    pub fn once(&mut self, opts: OnceOptions) -> Result<PassReport, OnceError> {
+        let OnceOptions {
+            segments,
+            protection_s,
+            min_reclaimable,
+        } = opts;
         let now = self.now();
         let (st, p) = match self.sustat() {
             Ok(Ok(x)) => x,
@@ -608,6 +623,13 @@ impl Daemon {
         let mut e = effort(Mode::Normal, &p);
         if let Some(n) = segments {
             e.nsegments = n;
+        }
+        if let Some(a) = min_reclaimable {
+            // As min_reclaimable_blocks: of a segment's blocks, rounding
+            // up; at most a segment (more would defer every pass).
+            let g = Geometry::from(&st);
+            let bps = u64::from(g.blocks_per_segment);
+            e.min_reclaimable = a.resolve(bps, u64::from(g.block_size)).min(bps);
         }
         let spec = self.spec(&p, e, protection_s);
         let due = self.schedule.clone();
@@ -652,12 +674,23 @@ impl Daemon {
             Command::Once {
                 segments,
                 protection_period,
+                min_reclaimable,
             } => {
-                let segments = segments.map(|n| n as usize);
-                let protection = protection_period.map(|secs| {
-                    protection_seconds(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
-                });
-                match self.once(segments, protection) {
+                let min_reclaimable = match min_reclaimable.as_deref().map(parse_amount) {
+                    None => None,
+                    Some(Ok(a)) => Some(a),
+                    Some(Err(e)) => return Reply::error(&format!("min_reclaimable: {e}")),
+                };
+                let opts = OnceOptions {
+                    segments: segments.map(|n| n as usize),
+                    protection_s: protection_period.map(|secs| {
+                        protection_seconds(
+                            Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX),
+                        )
+                    }),
+                    min_reclaimable,
+                };
+                match self.once(opts) {
                     Ok(r) => Reply::report(r),
                     Err(e) => Reply::error(&e.to_string()),
                 }

@@ -125,7 +125,7 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
     if args.once {
         let mut daemon = daemon.one_shot();
         let report = daemon
-            .once(None, None)
+            .once(cleanerd::daemon::OnceOptions::default())
             .map_err(|e| (Exit::Error, e.to_string()))?;
         println!("{}", report.summary());
         return Ok(());

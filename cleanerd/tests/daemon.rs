@@ -280,6 +280,7 @@ fn control_commands_suspend_resume_once_and_reload() {
     let r = rig.control(Command::Once {
         segments: Some(3),
         protection_period: Some(5.5),
+        min_reclaimable: None,
     });
     let report = r.report.unwrap();
     assert_eq!(report.cleaned, [0, 1, 2]);
@@ -334,7 +335,10 @@ fn once_without_fsd_says_so() {
         config,
         true,
     );
-    let e = d.once(None, None).unwrap_err().to_string();
+    let e = d
+        .once(cleanerd::daemon::OnceOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("no fsd answers on") && e.contains("none.sock"),
         "{e}"

@@ -145,8 +145,12 @@ enum Command {
         #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
         args: Vec<String>,
     },
-    /// Delete checkpoints (numbers or ranges A..B, A..); snapshots must be made cp first.
+    /// Delete checkpoints (numbers or ranges A..B, A.., ..B); snapshots must be made cp first.
     Rmcp {
+        /// Skip what cannot be deleted (snapshots, the latest, missing ones) without failing, as
+        /// rm -f.
+        #[arg(short = 'f', long)]
+        force: bool,
         /// [TARGET] CNO|A..B...: an optional mount point, path inside it, control socket or
         /// device, then checkpoint numbers or ranges.
         #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
@@ -212,8 +216,9 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
-    /// Control the cleanerd of a mounted filesystem (or, with --once and no cleanerd, clean once).
-    #[command(group(ArgGroup::new("action").required(true).args(["status", "suspend", "resume", "once", "reload"])))]
+    /// Control the cleanerd of a mounted filesystem; without an action (or with --once), clean
+    /// once, through cleanerd or, without one, through fsd directly (as nilfs-clean).
+    #[command(group(ArgGroup::new("action").args(["status", "suspend", "resume", "once", "reload"])))]
     Clean {
         /// Show what the cleaner is doing: mode, last pass, per-pass and total work, last error.
         #[arg(long)]
@@ -224,18 +229,23 @@ enum Command {
         /// Clean again after --suspend.
         #[arg(long)]
         resume: bool,
-        /// Run one pass now at normal speed (without a cleanerd: through fsd directly).
+        /// Run one pass now at normal speed (the default action; without a cleanerd: through fsd
+        /// directly).
         #[arg(long)]
         once: bool,
         /// Make cleanerd reread its configuration (as SIGHUP).
         #[arg(long)]
         reload: bool,
         /// With --once: segments to choose instead of nsegments_per_clean.
-        #[arg(long, value_name = "N", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = clap::value_parser!(u64).range(1..=1024))]
+        #[arg(long, value_name = "N", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = clap::value_parser!(u64).range(1..=1024))]
         segments: Option<u64>,
         /// With --once: protection period (seconds, or 30m, 1h) instead of the configured one.
-        #[arg(long, value_name = "SECONDS", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
+        #[arg(short = 'p', long, value_name = "SECONDS", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
         protection_period: Option<Duration>,
+        /// With --once: least reclaimable blocks per chosen segment instead of
+        /// min_reclaimable_blocks (a count, N% or bytes; 0 forces a pass that would be deferred).
+        #[arg(short = 'm', long, value_name = "AMOUNT", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = min_reclaimable)]
+        min_reclaimable: Option<String>,
         /// cleanerd.conf for a pass fsctl runs itself (no cleanerd running) [default:
         /// /etc/lfs/cleanerd.conf if it exists].
         #[arg(short = 'c', long, value_name = "FILE")]
@@ -246,12 +256,12 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<std::path::PathBuf>,
     },
-    /// List the logs of one segment, with their block entries (through fsd if it serves the target).
+    /// List the logs of segments, with their block entries (through fsd if it serves the target).
     Dumpseg {
-        /// [TARGET] SEGNUM: an optional device, image file, NBD export, mount point, path inside
-        /// it or control socket (default: the current directory), then the segment number (0 to
+        /// [TARGET] SEGNUM...: an optional device, image file, NBD export, mount point, path inside
+        /// it or control socket (default: the current directory), then segment numbers (0 to
         /// segments - 1).
-        #[arg(value_name = "[TARGET] SEGNUM", required = true, num_args = 1..=2)]
+        #[arg(value_name = "[TARGET] SEGNUM", required = true, num_args = 1..)]
         args: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -266,6 +276,11 @@ fn protection_period(s: &str) -> Result<Duration, String> {
         return Err(format!("{s} is more than {} seconds", u32::MAX));
     }
     Ok(d)
+}
+
+/// A `--min-reclaimable` value: an amount as cleanerd.conf(5) writes one.
+fn min_reclaimable(s: &str) -> Result<String, String> {
+    cleanerd::units::parse_amount(s).map(|_| s.to_owned())
 }
 
 /// Restores the default SIGPIPE action, so that `fsctl lssu | head` ends
@@ -335,7 +350,7 @@ fn main() -> ExitCode {
             target,
         } => cmd::checkpoints::mkcp(target.as_deref(), *snapshot, *print),
         Command::Chcp { mode, args } => cmd::checkpoints::chcp(mode, args),
-        Command::Rmcp { args } => cmd::checkpoints::rmcp(args),
+        Command::Rmcp { force, args } => cmd::checkpoints::rmcp(args, *force),
         Command::Mount {
             cno,
             mountpoint,
@@ -363,6 +378,7 @@ fn main() -> ExitCode {
             reload,
             segments,
             protection_period,
+            min_reclaimable,
             config,
             json,
             target,
@@ -376,27 +392,47 @@ fn main() -> ExitCode {
             } else if *reload {
                 cmd::clean::Action::Reload
             } else {
-                debug_assert!(*once, "clap requires one action");
+                // --once, or no action: one pass, as nilfs-clean does.
+                let _ = once;
                 cmd::clean::Action::Once {
                     segments: *segments,
                     protection_period: *protection_period,
+                    min_reclaimable: min_reclaimable.clone(),
                 }
             };
             cmd::clean::run(target.as_deref(), action, config.as_deref(), *json)
         }
         Command::Dumpseg { args, json } => {
-            // clap passes one or two words: the last is the segment.
-            let segnum = args.last().map_or("", String::as_str);
-            let target = args.first().filter(|_| args.len() > 1).map(Path::new);
-            let Ok(segnum) = segnum.parse::<u64>() else {
+            // The first word is the target unless it reads as a number
+            // (a directory named 5 is written ./5).
+            let (target, numbers) = match args.split_first() {
+                Some((first, rest)) if first.parse::<u64>().is_err() => {
+                    (Some(Path::new(first.as_str())), rest)
+                }
+                _ => (None, &args[..]),
+            };
+            let segnums: Vec<u64> = numbers
+                .iter()
+                .map(|w| {
+                    w.parse::<u64>().unwrap_or_else(|_| {
+                        Cli::command()
+                            .error(
+                                clap::error::ErrorKind::ValueValidation,
+                                format!("segment number {w:?} is not a number"),
+                            )
+                            .exit()
+                    })
+                })
+                .collect();
+            if segnums.is_empty() {
                 Cli::command()
                     .error(
-                        clap::error::ErrorKind::ValueValidation,
-                        format!("segment number {segnum:?} is not a number"),
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "dumpseg needs a segment number",
                     )
                     .exit()
-            };
-            cmd::dumpseg::run(target, segnum, *json)
+            }
+            cmd::dumpseg::run(target, &segnums, *json)
         }
     };
     match result {

@@ -167,8 +167,10 @@ fn without_cleanerd_once_cleans_through_fsd_and_the_rest_fail() {
 fn usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("fsd.sock");
+    // No action is not an error: it is --once, as nilfs-clean.
     for args in [
-        vec![],
+        vec!["-m", "lots"],
+        vec!["--status", "-m", "0"],
         vec!["--status", "--suspend"],
         vec!["--status", "--segments", "2"],
         vec!["--once", "--segments", "0"],

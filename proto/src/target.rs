@@ -195,7 +195,15 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         }
     };
     let device = |path: PathBuf| {
-        let socket = default_socket_path(&path).map_err(TargetError::BadSocketPath)?;
+        // Mounted? Then the mount says where its fsd's socket is (a
+        // user's mount keeps it in that user's directory), whatever
+        // name the device was given by.
+        if let Some(m) = mount_serving(&path)? {
+            return mount_socket(m);
+        }
+        // fsd names its socket after the device's canonical path.
+        let named = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let socket = default_socket_path(&named).map_err(TargetError::BadSocketPath)?;
         Ok(Resolved::Device {
             device: path,
             socket,
@@ -218,18 +226,30 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         return device(path);
     }
     match mount {
-        Some(m) => {
-            let device = PathBuf::from(live_source(&m.source));
-            // A user's fsd keeps its socket in that user's directory.
-            let socket = match m.user_id {
-                Some(uid) => default_socket_path_for(&device, uid),
-                None => default_socket_path(&device),
-            }
-            .map_err(TargetError::BadSocketPath)?;
-            Ok(Resolved::Mount { device, socket })
-        }
+        Some(m) => mount_socket(m),
         None => Err(TargetError::NotLfs(path)),
     }
+}
+
+/// The socket of the fsd serving mount `m` (a user's fsd keeps it in
+/// that user's directory).
+fn mount_socket(m: MountEntry) -> Result<Resolved, TargetError> {
+    let device = PathBuf::from(live_source(&m.source));
+    let socket = match m.user_id {
+        Some(uid) => default_socket_path_for(&device, uid),
+        None => default_socket_path(&device),
+    }
+    .map_err(TargetError::BadSocketPath)?;
+    Ok(Resolved::Mount { device, socket })
+}
+
+/// The live lfs mount of `device`, if one is in the mount table.
+fn mount_serving(device: &Path) -> Result<Option<MountEntry>, TargetError> {
+    let text =
+        std::fs::read_to_string(MOUNTINFO).map_err(io_error(format!("reading {MOUNTINFO}")))?;
+    Ok(parse_mountinfo(&text).into_iter().find(|m| {
+        m.fstype == FSTYPE && live_source(&m.source) == m.source && same_device(device, &m.source)
+    }))
 }
 
 /// The device of the live filesystem for a mount's source: fsd names a

@@ -14,7 +14,8 @@ use crate::Exit;
 const EBUSY: i32 = nix::libc::EBUSY;
 const ENOENT: i32 = nix::libc::ENOENT;
 
-/// A checkpoint number or an inclusive range `A..B` (`A..` to the last).
+/// A checkpoint number or an inclusive range `A..B` (`A..` to the last,
+/// `..B` from the first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CnoRange {
     first: u64,
@@ -22,7 +23,7 @@ pub struct CnoRange {
 }
 
 impl CnoRange {
-    /// Parses `N`, `A..B` or `A..`.
+    /// Parses `N`, `A..B`, `A..` or `..B`.
     pub fn parse(s: &str) -> Option<CnoRange> {
         let num = |t: &str| t.parse::<u64>().ok().filter(|&n| n > 0);
         match s.split_once("..") {
@@ -31,6 +32,10 @@ impl CnoRange {
                 last: Some(n),
             }),
             Some((a, "")) => num(a).map(|first| CnoRange { first, last: None }),
+            Some(("", b)) => num(b).map(|last| CnoRange {
+                first: 1,
+                last: Some(last),
+            }),
             Some((a, b)) => match (num(a), num(b)) {
                 (Some(first), Some(last)) if first <= last => Some(CnoRange {
                     first,
@@ -156,10 +161,11 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
     Ok(failed.unwrap_or(Exit::Ok))
 }
 
-/// `fsctl rmcp [TARGET] CNO|A..B...`: deletes checkpoints. A single
-/// number that cannot be deleted is an error; in a range, snapshots,
-/// mounted checkpoints and the latest one are skipped and counted.
-pub fn rmcp(words: &[String]) -> Result<Exit> {
+/// `fsctl rmcp [-f] [TARGET] CNO|A..B...`: deletes checkpoints. A single
+/// number that cannot be deleted is an error (unless `force`, as rm -f);
+/// in a range, snapshots, mounted checkpoints and the latest one are
+/// skipped and counted.
+pub fn rmcp(words: &[String], force: bool) -> Result<Exit> {
     let (target, ranges) = split_target(words)?;
     let mut c = connect(target.as_deref())?;
     let cps = checkpoints_from(&mut c, 1, false)?;
@@ -167,12 +173,16 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     let mut failed = None;
     let (mut deleted, mut skipped) = (0u64, 0u64);
     for r in ranges {
-        let single = r.is_single();
+        let single = r.is_single() && !force;
         let last = r.last.unwrap_or(latest);
         let chosen: Vec<&Cpinfo> = cps
             .iter()
             .filter(|e| e.cno >= r.first && e.cno <= last)
             .collect();
+        if r.is_single() && force && chosen.is_empty() {
+            skipped += 1;
+            continue;
+        }
         if single && chosen.is_empty() {
             eprintln!("fsctl: rmcp: checkpoint {} does not exist", r.first);
             failed = failed.or(Some(Exit::NoCheckpoint));
@@ -218,7 +228,13 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     }
     if skipped > 0 {
         eprintln!(
-            "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints or the latest one)"
+            "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints, \
+             the latest one{})",
+            if force {
+                " or ones that do not exist"
+            } else {
+                ""
+            }
         );
     }
     Ok(failed.unwrap_or(Exit::Ok))
@@ -379,7 +395,14 @@ mod tests {
                 last: None
             })
         );
-        for bad in ["0", "9..3", "x", "..4", "-1", ""] {
+        assert_eq!(
+            CnoRange::parse("..4"),
+            Some(CnoRange {
+                first: 1,
+                last: Some(4)
+            })
+        );
+        for bad in ["0", "9..3", "x", "..0", "..", "-1", ""] {
             assert_eq!(CnoRange::parse(bad), None, "{bad}");
         }
         let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -9,8 +9,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use cleanerd::config::protection_seconds;
 use cleanerd::control::{request, Command, Reply, RequestError, Status};
-use cleanerd::daemon::{Daemon, Overrides};
+use cleanerd::daemon::{Daemon, OnceOptions, Overrides};
 use cleanerd::pass::PassReport;
+use cleanerd::units::parse_amount;
 
 use super::utc;
 use crate::fail::Fault;
@@ -18,7 +19,7 @@ use crate::target::verified_socket;
 use crate::Exit;
 
 /// What `fsctl clean` was asked to do.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// `--status`.
     Status,
@@ -28,12 +29,15 @@ pub enum Action {
     Resume,
     /// `--reload`.
     Reload,
-    /// `--once [--segments N] [--protection-period S]`.
+    /// `--once` (or no action) `[--segments N] [--protection-period S]
+    /// [--min-reclaimable AMOUNT]`.
     Once {
         /// Segments to choose.
         segments: Option<u64>,
         /// Protection period.
         protection_period: Option<Duration>,
+        /// Least reclaimable blocks per segment, as written ("0", "5%").
+        min_reclaimable: Option<String>,
     },
 }
 
@@ -56,9 +60,11 @@ pub fn run(
         Action::Once {
             segments,
             protection_period,
+            ref min_reclaimable,
         } => Command::Once {
             segments,
             protection_period: protection_period.map(|d| d.as_secs_f64()),
+            min_reclaimable: min_reclaimable.clone(),
         },
     };
     let reply = match request(&socket, &cmd) {
@@ -67,15 +73,19 @@ pub fn run(
             if let Action::Once {
                 segments,
                 protection_period,
+                min_reclaimable,
             } = action
             {
-                return once_without_cleanerd(
-                    &fsd_socket,
-                    segments,
-                    protection_period,
-                    config,
-                    json,
-                );
+                let opts = OnceOptions {
+                    segments: segments.map(|n| n as usize),
+                    protection_s: protection_period.map(protection_seconds),
+                    min_reclaimable: min_reclaimable
+                        .as_deref()
+                        .map(parse_amount)
+                        .transpose()
+                        .map_err(|e| anyhow!("--min-reclaimable: {e}"))?,
+                };
+                return once_without_cleanerd(&fsd_socket, opts, protection_period, config, json);
             }
             bail!(
                 "no cleanerd is running for this filesystem (nothing answers on {}); start cleanerd(8), or use --once to clean once without it",
@@ -127,7 +137,7 @@ fn print_report(report: &PassReport, json: bool) -> Result<()> {
 /// configuration cleanerd would use.
 fn once_without_cleanerd(
     fsd_socket: &Path,
-    segments: Option<u64>,
+    opts: OnceOptions,
     protection_period: Option<Duration>,
     config: Option<&Path>,
     json: bool,
@@ -143,18 +153,13 @@ fn once_without_cleanerd(
     let config =
         overrides.apply(cleanerd::config::load(&source).context("cleanerd's configuration")?);
     let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true).one_shot();
-    let report = daemon
-        .once(
-            segments.map(|n| n as usize),
-            protection_period.map(protection_seconds),
-        )
-        .map_err(|e| {
-            let why = format!("cleaning once without cleanerd: {e}");
-            match e.errno() {
-                Some(nix::libc::EPERM | nix::libc::EACCES) => Fault::Denied(why).into(),
-                _ => anyhow!(why),
-            }
-        })?;
+    let report = daemon.once(opts).map_err(|e| {
+        let why = format!("cleaning once without cleanerd: {e}");
+        match e.errno() {
+            Some(nix::libc::EPERM | nix::libc::EACCES) => Fault::Denied(why).into(),
+            _ => anyhow!(why),
+        }
+    })?;
     print_report(&report, json)?;
     Ok(Exit::Ok)
 }
