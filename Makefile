@@ -47,6 +47,14 @@ LINKS       = $(HELPERDIR)/mount.fuse.lfs:$(SBINDIR)/fsd \
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 UNITS       = $(wildcard systemd/*.in)
 
+# Shell completions, which each command prints (CMD --completions SHELL),
+# where bash-completion, zsh and fish look for their packages' scripts.
+# fsck.lfs, fsctl under another name, has none of its own.
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/vendor-completions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+COMPLETED   = $(filter-out fsctl:fsck.lfs,$(BINS))
+
 # Every man page, installed into the man<section> directory its suffix names.
 MANPAGES   = $(wildcard man/*.[1-8])
 
@@ -55,15 +63,16 @@ MANPAGES   = $(wildcard man/*.[1-8])
 CONF_SRC   ?= conf
 CONFS       = $(wildcard $(CONF_SRC)/*)
 
-.PHONY: all build install install-bins install-links install-units install-man \
-	install-conf uninstall test print-bins clean
+.PHONY: all build install install-bins install-links install-units \
+	install-completions install-man install-conf uninstall test print-bins clean
 
 all: build
 
 build:
 	$(CARGO) build --profile $(PROFILE) --workspace --target-dir $(TARGET_DIR)
 
-install: install-bins install-links install-units install-man install-conf
+install: install-bins install-links install-units install-completions install-man \
+	install-conf
 
 install-bins: $(if $(NO_BUILD),,build)
 	@set -e; \
@@ -94,6 +103,20 @@ install-units:
 	    sed -e 's|@SBINDIR@|$(SBINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' "$$src" > "$$dst.tmp"; \
 	    chmod 0644 "$$dst.tmp"; mv "$$dst.tmp" "$$dst"; \
 	    echo "installed $$dst"; \
+	done
+
+install-completions: install-bins
+	@set -e; \
+	$(INSTALL) -d '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'; \
+	for pair in $(COMPLETED); do \
+	    bin="$(BIN_DIR)/$${pair%%:*}"; name="$${pair#*:}"; \
+	    for spec in 'bash:$(DESTDIR)$(BASHCOMPDIR)/%s' 'zsh:$(DESTDIR)$(ZSHCOMPDIR)/_%s' \
+	                'fish:$(DESTDIR)$(FISHCOMPDIR)/%s.fish'; do \
+	        dst="$$(printf "$${spec#*:}" "$$name")"; \
+	        "$$bin" --completions "$${spec%%:*}" > "$$dst.tmp"; \
+	        chmod 0644 "$$dst.tmp"; mv "$$dst.tmp" "$$dst"; \
+	        echo "installed $$dst"; \
+	    done; \
 	done
 
 install-man:
@@ -139,6 +162,11 @@ uninstall:
 	done; \
 	for src in $(UNITS); do \
 	    name="$${src##*/}"; rm -f '$(DESTDIR)$(UNITDIR)/'"$${name%.in}"; \
+	done; \
+	for pair in $(COMPLETED); do \
+	    name="$${pair#*:}"; \
+	    rm -f '$(DESTDIR)$(BASHCOMPDIR)/'"$$name" '$(DESTDIR)$(ZSHCOMPDIR)/_'"$$name" \
+	          '$(DESTDIR)$(FISHCOMPDIR)/'"$$name.fish"; \
 	done; \
 	for page in $(MANPAGES); do \
 	    rm -f '$(DESTDIR)$(MANDIR)/man'"$${page##*.}/$${page##*/}"; \

@@ -63,6 +63,10 @@ struct Args {
     #[arg(long = "log-level", value_name = "LEVEL", value_parser = config::parse_log_priority)]
     log_level: Option<LevelFilter>,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// fsd's control socket, the device or image file, or a mount point or path inside the mount.
     target: PathBuf,
 }
@@ -79,6 +83,9 @@ fn protection(s: &str) -> Result<Duration, String> {
 }
 
 fn main() -> ExitCode {
+    if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let args = Args::parse();
     let code = match run(&args) {
         Ok(()) => Exit::Ok,

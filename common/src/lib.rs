@@ -2,7 +2,8 @@
 //! protocol (`lfs-proto`): how sizes and times are written
 //! ([`units`]), how a configuration file's errors are reported
 //! ([`config`]), what a message looks like ([`report`]) and, with the
-//! `logging` feature, the logger every command installs ([`logging`]).
+//! `logging` feature, the logger every command installs ([`logging`]);
+//! with `completions`, their shell completion scripts ([`completions`]).
 //!
 //! One copy of each, so that "MB" means the same in fsd.toml, in
 //! cleanerd.conf and on mkfs.lfs's command line, and every command
@@ -10,6 +11,8 @@
 
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "completions")]
+pub mod completions;
 pub mod config;
 #[cfg(feature = "logging")]
 pub mod logging;

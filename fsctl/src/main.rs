@@ -53,9 +53,14 @@ pub enum Exit {
                   5 no fsd serves the target, 6 not lfs, 7 no such checkpoint, 8 permission denied, \
                   9 device in use. See fsctl(8)."
 )]
+#[command(arg_required_else_help = true, args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -311,8 +316,19 @@ fn main() -> ExitCode {
         return fsck_lfs::main();
     }
     lfs_common::logging::init("fsctl", log::LevelFilter::Warn, None);
+    if lfs_common::completions::requested(Cli::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let cli = Cli::parse();
-    let result = match &cli.command {
+    let Some(command) = &cli.command else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingSubcommand,
+                "a command is needed (fsctl --help lists them)",
+            )
+            .exit()
+    };
+    let result = match command {
         Command::Super { target, json } => cmd::superblock::run(target.as_deref(), *json),
         Command::Fsck {
             rollback,

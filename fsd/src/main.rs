@@ -108,6 +108,10 @@ struct Args {
     #[arg(long, value_name = "LEVEL", value_parser = config::parse_log_level)]
     log_level: Option<LevelFilter>,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
     device: PathBuf,
 
@@ -116,7 +120,8 @@ struct Args {
 }
 
 /// The arguments: fsd's own, or mount(8)'s when fsd is started as its
-/// helper (`helper`); `None` when there is nothing to do (`mount -f`).
+/// helper (`helper`); `None` when there is nothing more to do (`mount -f`,
+/// `--completions`).
 fn arguments() -> Result<Option<Args>, Failure> {
     let mut argv = std::env::args_os();
     let started_as = argv
@@ -128,6 +133,9 @@ fn arguments() -> Result<Option<Args>, Failure> {
         })
         .unwrap_or_default();
     if !helper::NAMES.contains(&started_as.as_str()) {
+        if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+            return Ok(None);
+        }
         return Ok(Some(Args::parse()));
     }
     let h = helper::parse(argv).map_err(|e| fail(Exit::Usage, anyhow!("{started_as}: {e}")))?;
@@ -146,6 +154,7 @@ fn arguments() -> Result<Option<Args>, Failure> {
         sloppy: h.sloppy,
         verbose: u8::from(h.verbose),
         log_level: None,
+        completions: None,
         device: h.device,
         mountpoint: h.mountpoint,
     }))

@@ -98,12 +98,19 @@ struct Args {
     #[arg(short = 'q', long)]
     quiet: bool,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) to format.
     device: PathBuf,
 }
 
 fn main() -> ExitCode {
     lfs_common::logging::init(PROGRAM, log::LevelFilter::Warn, None);
+    if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::from(Exit::Ok as u8),
