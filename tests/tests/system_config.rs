@@ -39,7 +39,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 fn every_test_names_its_configuration() {
     let root = workspace_root();
     let mut files = Vec::new();
-    for dir in ["tests/tests", "tests/src"] {
+    for dir in ["tests/tests", "tests/src", "lfs/tests"] {
         rust_files(&root.join(dir), &mut files);
     }
     let mut found = Vec::new();
