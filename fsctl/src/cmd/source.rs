@@ -4,10 +4,9 @@
 //! the device itself. The output is the same either way.
 //!
 //! A mount point, a path inside a mount or a socket needs its fsd. A
-//! device, image or NBD name is asked of the fsd whose socket is named
-//! after it; if none answers, or the one that answers serves another
-//! filesystem of the same file name (its current superblock has another
-//! uuid than the device's), the device is read.
+//! device, image or NBD name is asked of the fsd whose socket the mount
+//! table or its name leads to; if none answers, or the one that answers
+//! serves another device (`crate::target::serves`), the device is read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,6 +16,7 @@ use lfs::blockdev::BlockDevice;
 use lfs::format::Superblock;
 use lfs::inspect::{read_superblocks, SbCopy, SuperblockBytes, SuperblockPair};
 use lfs_proto::msg::{GetSuper, Super, SUPER_CURRENT_PRIMARY, SUPER_CURRENT_SECONDARY};
+use lfs_proto::path::is_nbd_name;
 use lfs_proto::target::{resolve, Resolved};
 use lfs_proto::Client;
 use log::debug;
@@ -47,6 +47,12 @@ impl Source {
     pub fn open(target: Option<&Path>) -> Result<Source> {
         let (device, socket) = match resolve(target)? {
             Resolved::Device { device, socket } => (device, socket),
+            // A mounted device named as the target (not a path inside the
+            // mount): its fsd if it answers, else the device itself (an
+            // fsd started with another --socket).
+            Resolved::Mount { socket, .. } if target.is_some_and(names_a_device) => {
+                (target.map(Path::to_path_buf).unwrap_or_default(), socket)
+            }
             _ => {
                 let client = crate::target::connect(target)?;
                 let socket = client.path().map(Path::to_path_buf).unwrap_or_default();
@@ -111,6 +117,14 @@ impl Source {
         .ok_or_else(|| no_valid_superblock(&self.device_name(), &pair))?;
         Ok((pair, current, sb))
     }
+}
+
+/// Whether `target` is a device, image file or NBD name rather than a
+/// path inside a mount or a socket.
+fn names_a_device(target: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    is_nbd_name(target)
+        || std::fs::metadata(target).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
 }
 
 /// The pair decoded from what fsd sent.
