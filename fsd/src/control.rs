@@ -156,12 +156,24 @@ impl Control {
         })
     }
 
-    /// Stops accepting, removes the socket file.
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Stops accepting; the socket file stays until the returned guard is
+    /// dropped, which fsd does once everything is written and the device
+    /// is closed: the file's disappearance tells a script (and a test)
+    /// that the device is free again.
+    pub fn stop(mut self) -> SocketFile {
+        self.close();
+        SocketFile(std::mem::take(&mut self.path))
     }
 
     fn shutdown(&mut self) {
+        self.close();
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    /// Stops the accept loop and waits for it.
+    fn close(&mut self) {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -178,7 +190,16 @@ impl Control {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A control socket no longer served, removed when dropped.
+#[derive(Debug)]
+pub struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

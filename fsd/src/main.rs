@@ -178,7 +178,11 @@ fn main() -> ExitCode {
         eprintln!("fsd: aborting after a panic; the next mount recovers the filesystem");
         std::process::abort();
     }));
-    match run(&args) {
+    // Removed only after run() has closed everything, the device included.
+    let mut socket_file = None;
+    let result = run(&args, &mut socket_file);
+    drop(socket_file);
+    match result {
         Ok(()) => ExitCode::from(Exit::Ok as u8),
         Err(Failure(code, e)) => {
             lfs_common::logging::fatal("fsd", &format!("{e:#}"));
@@ -187,7 +191,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: &Args) -> Result<(), Failure> {
+fn run(args: &Args, socket_file: &mut Option<control::SocketFile>) -> Result<(), Failure> {
     // A malformed NBD name is bad usage, found before anything is done.
     let name = DeviceName::parse(&args.device).map_err(|e| fail(Exit::Usage, e))?;
     // The device by its canonical path: the name GET_SUPER reports and
@@ -395,7 +399,7 @@ fn run(args: &Args) -> Result<(), Failure> {
     let served = session.run();
     notify::notify("STOPPING=1");
     signal_thread.stop();
-    control.stop();
+    *socket_file = Some(control.stop());
     // The changes deferred by a freeze are answered before the final
     // checkpoint (their replies go nowhere now, but what they did lands).
     thaw_to_stop(&fs, "unmounted");

@@ -104,7 +104,8 @@ impl Kit {
     }
 }
 
-/// Waits until `sock` is gone (fsd exited).
+/// Waits until `sock` is gone: fsd removes it once it has closed the
+/// device.
 fn wait_gone(sock: &Path) {
     let deadline = std::time::Instant::now() + CMD_TIMEOUT;
     while sock.exists() {
@@ -216,6 +217,9 @@ fn a_user_formats_mounts_inspects_cleans_and_unmounts_an_image() {
     let deadline = std::time::Instant::now() + MOUNT_TIMEOUT;
     while mount_type(&mnt).as_deref() != Some("fuse.lfs") {
         assert!(std::time::Instant::now() < deadline, "fsd did not mount");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("fsd exited with {status} before mounting");
+        }
         std::thread::sleep(POLL);
     }
     nix::sys::signal::kill(
