@@ -114,8 +114,9 @@ class Mount:
         with open(conf, "w") as f:
             f.write("# bench/cleaning.py: fsd built-in defaults\n" + os.environ.get("LFS_FSD_EXTRA", ""))
         self.fsd_log = open(os.path.join(self.dir, "fsd.log"), "w")
+        # -o nogc: each case starts the cleanerd it measures, or none.
         self.fsd = subprocess.Popen([f"{bin_dir}/fsd", "--config", conf, "--socket", self.sock,
-                                     self.img, self.mnt], stdout=self.fsd_log,
+                                     "-o", "nogc", self.img, self.mnt], stdout=self.fsd_log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.cleanerd = None
         deadline = time.monotonic() + 30

@@ -5,7 +5,7 @@
 #
 # Builds the binaries, then in one work directory on one disk: measures the
 # raw sequential O_DIRECT write bandwidth of a plain file, formats equal-sized
-# image files for lfs (mkfs-lfs, mounted by fsd, cleaned by cleanerd) and the kernel peers (loop
+# image files for lfs (mkfs-lfs, mounted by fsd, which runs cleanerd) and the kernel peers (loop
 # devices), runs the seed workloads W1-W4 (../shared/bench/seed-workloads.sh,
 # unchanged) on each in the order given, plus lfs-only measurements, and
 # writes FILE (default bench/RESULTS.md) with its plots and a JSON of every
@@ -142,7 +142,6 @@ wl_pid=
 sampler_pid=
 perf_pid=
 qemu_pid=
-cleanerd_pid=
 mounts=()
 loops=()
 files=()
@@ -235,7 +234,6 @@ cleanup() {
     trap - EXIT INT TERM HUP
     [ -n "$wl_pid" ] && stop_group "$wl_pid"
     [ -n "$sampler_pid" ] && stop_group "$sampler_pid"
-    [ -n "$cleanerd_pid" ] && stop_group "$cleanerd_pid"
     if [ -n "$perf_pid" ] && alive "$perf_pid"; then
         kill -INT "$perf_pid" 2>/dev/null
         wait "$perf_pid" 2>/dev/null
@@ -329,22 +327,11 @@ if [ -z "$fsd_config" ]; then
     files+=("$fsd_config")
 fi
 cp "$fsd_config" "$R/fsd.toml"
-# lfs runs as a user runs it, with cleanerd: without a cleaner a
-# log-structured filesystem cannot absorb more writes than its free space,
-# and the workloads together write more than the image holds. The
-# protection period is short because a run lasts minutes (the default,
-# an hour, would keep every overwritten block for the whole run).
-cleanerd_config=$workdir/cleanerd.conf
-cat >"$cleanerd_config" <<'CONF'
-# bench/run.sh: cleanerd for the lfs runs
-protection_period = "5s"
-clean_check_interval = "1s"
-cleaning_interval = "0.5s"
-mc_cleaning_interval = "0.1s"
-nsegments_per_clean = 4
-mc_nsegments_per_clean = 8
-CONF
-files+=("$cleanerd_config")
+# lfs runs as a user runs it, on the shipped defaults: fsd starts cleanerd
+# itself with the shipped conf/cleanerd.conf (named, so that an installed
+# /etc/lfs/cleanerd.conf cannot change it), and keeps space itself when
+# cleanerd falls behind (fsd(8), CLEANING).
+cleanerd_config=$root/conf/cleanerd.conf
 cp "$cleanerd_config" "$R/cleanerd.conf"
 
 if [ "$trace" -eq 1 ]; then
@@ -397,25 +384,12 @@ snapshot() { # snapshot PID IMAGE NAME
     python3 "$here/probe.py" snapshot "$1" "$2" >"$R/$3.json" || say "snapshot $3 failed"
 }
 
-# start_cleanerd SOCKET LOG: cleanerd for the fsd on SOCKET (cleanerd_pid).
-start_cleanerd() {
-    setsid "$bin/cleanerd" -c "$cleanerd_config" "$1" >"$2" 2>&1 &
-    cleanerd_pid=$!
-}
-
-# stop_cleanerd: SIGTERM, and wait for it (it exits at once).
-stop_cleanerd() {
-    [ -n "$cleanerd_pid" ] || return 0
-    stop_group "$cleanerd_pid"
-    cleanerd_pid=
-}
-
 # start_fsd DEVICE MNT SOCKET LOG: fsd in the background (fsd_pid), waiting
 # until MNT is a fuse.lfs mount; dies if fsd exits first or takes 30 s.
 start_fsd() {
     local dev=$1 mnt=$2 sock=$3 log=$4 rc
     mounts+=("$mnt")
-    setsid "$bin/fsd" --config "$fsd_config" --socket "$sock" "$dev" "$mnt" 2>"$log" &
+    setsid "$bin/fsd" --config "$fsd_config" --socket "$sock" -o "gcconf=$cleanerd_config" "$dev" "$mnt" 2>"$log" &
     fsd_pid=$!
     local deadline=$((SECONDS + 30))
     until awk -v m="$mnt" '$2 == m && $3 == "fuse.lfs" { f = 1 } END { exit !f }' /proc/self/mounts; do
@@ -464,11 +438,9 @@ bench_lfs_nbd() {
     "$bin/mkfs-lfs" "$name" >"$R/lfs-nbd-mkfs.txt" 2>&1 || { cat "$R/lfs-nbd-mkfs.txt" >&2; die "mkfs-lfs $name failed"; }
     say "lfs-nbd: fsd $name $mnt"
     start_fsd "$name" "$mnt" "$workdir/lfs-nbd.sock" "$R/fsd-nbd.log"
-    start_cleanerd "$workdir/lfs-nbd.sock" "$R/cleanerd-nbd.log"
-    say "lfs-nbd: mounted (fsd pid $fsd_pid, qemu-nbd pid $qemu_pid, cleanerd pid $cleanerd_pid)"
+    say "lfs-nbd: mounted (fsd pid $fsd_pid, qemu-nbd pid $qemu_pid; fsd runs cleanerd)"
     python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); os.fsync(fd)' "$mnt/.bench-fsync"
     BENCH_FSD_PID=$qemu_pid BENCH_IMAGE=$img BENCH_FLUSH=fsync:$mnt/.bench-fsync run_workloads lfs-nbd "$mnt"
-    stop_cleanerd
     say "lfs-nbd: SIGTERM to fsd $fsd_pid"
     stop_fsd "$fsd_pid"
     fsd_pid=
@@ -490,8 +462,7 @@ bench_lfs() {
     "$bin/fsctl" super "$img" >"$R/lfs-super.txt" 2>&1 || die "fsctl super $img failed"
     say "lfs: fsd $img $mnt"
     start_fsd "$img" "$mnt" "$workdir/lfs.sock" "$R/fsd.log"
-    start_cleanerd "$workdir/lfs.sock" "$R/cleanerd.log"
-    say "lfs: mounted (fsd pid $fsd_pid, cleanerd pid $cleanerd_pid)"
+    say "lfs: mounted (fsd pid $fsd_pid; fsd runs cleanerd)"
     # The file the shim fsyncs to checkpoint everything, created before the
     # first sample so that it is not counted.
     python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o644); os.fsync(fd)' "$mnt/.bench-fsync"
@@ -527,7 +498,6 @@ bench_lfs() {
         wait "$perf_pid" 2>/dev/null
         perf_pid=
     fi
-    stop_cleanerd
     say "lfs: SIGTERM to fsd $fsd_pid"
     stop_fsd "$fsd_pid"
     fsd_pid=

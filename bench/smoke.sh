@@ -118,6 +118,17 @@ done
 check "cleaning JSON" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report/RESULTS-cleaning.json"
 grep -h 'FAILED' "$cout" | sed 's/^/smoke: note: /' >&2
 
+# W5 (bench/sustained.py, issue 23): one tiny cell, debug binaries,
+# figures unchecked; a broken harness fails here.
+sstart=$SECONDS
+python3 "$here/sustained.py" --smoke --debug --no-build --workdir "$work/sustained" \
+    --out "$work/report/RESULTS-sustained.md"
+rc=$?
+echo "smoke: bench/sustained.py exited $rc after $((SECONDS - sstart)) s"
+[ "$rc" -eq 0 ] || failures=$((failures + 1))
+check "sustained table" grep -q '^| 128.0 MiB | 60 % | 90/10 | ' "$work/report/RESULTS-sustained.md"
+check "sustained JSON" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$work/report/RESULTS-sustained.md.json"
+
 # Nothing left behind: mounts, loop devices, image files.
 check "no mount left under $work" bash -c "! awk -v d='$work/' 'index(\$2, d) == 1 { f = 1 } END { exit !f }' /proc/self/mounts"
 check "no loop device left on $work" bash -c "! losetup -a | grep -qF '$work/'"

@@ -29,13 +29,17 @@ for pkg in "${packages[@]}"; do
     fi
 done
 
+if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+else
+    as_root=(false)
+fi
+
 if [ "${#missing[@]}" -gt 0 ]; then
     echo "setup-debian: installing ${missing[*]}"
-    if [ "$(id -u)" -eq 0 ]; then
-        as_root=()
-    elif command -v sudo >/dev/null; then
-        as_root=(sudo)
-    else
+    if [ "${as_root[0]:-}" = false ]; then
         die "missing packages (${missing[*]}) and not root, and sudo is not installed; run this script as root"
     fi
     export DEBIAN_FRONTEND=noninteractive
@@ -43,6 +47,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
     "${as_root[@]}" apt-get install -y "${missing[@]}"
 else
     echo "setup-debian: all packages present (${packages[*]})"
+fi
+
+# Debian's udev gives /dev/fuse mode 0666 (50-udev-default.rules), so
+# that users mount FUSE filesystems: fusermount3 opens it with the user's
+# own rights. A container without udev keeps the kernel's 0600 root, and
+# the unprivileged-mount test (tests/tests/unprivileged.rs) fails there.
+if [ -c /dev/fuse ] && [ "$(stat -c %a /dev/fuse)" != 666 ]; then
+    if [ "${as_root[0]:-}" = false ]; then
+        die "/dev/fuse is mode $(stat -c %a /dev/fuse), not Debian's 0666, and this script is not root"
+    fi
+    echo "setup-debian: giving /dev/fuse Debian's mode 0666"
+    "${as_root[@]}" chmod 0666 /dev/fuse
 fi
 
 if ! find_cargo; then

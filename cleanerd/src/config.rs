@@ -15,7 +15,6 @@
 //!   and a bad file must leave the running configuration alone.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -25,6 +24,7 @@ use toml::Spanned;
 
 use crate::policy::Policy;
 use crate::units::{parse_amount, parse_duration, seconds, Amount};
+use lfs_common::config::line_of;
 
 /// The file read when `-c` is not given, if it exists.
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/lfs/cleanerd.conf";
@@ -192,92 +192,39 @@ impl Default for Config {
     }
 }
 
-/// A configuration that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file, `None` for the built-in defaults or the command line.
-    pub file: Option<PathBuf>,
-    /// The 1-based line, when known.
-    pub line: Option<usize>,
-    /// The key, when the error concerns one.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub reason: String,
+pub use lfs_common::config::{ConfigError, Source};
+
+/// The system-wide file, read if it exists when `-c` is not given.
+pub fn system() -> Source {
+    Source::System(DEFAULT_CONFIG_PATH)
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.file {
-            Some(file) => write!(f, "{}", file.display())?,
-            None => write!(f, "built-in configuration")?,
-        }
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
-        }
-        write!(f, ": {}", self.reason)
+/// Reads the configuration `source` names (the built-in defaults if it
+/// names none). Rereading (SIGHUP) uses the same rule.
+pub fn load(source: &Source) -> Result<Config, ConfigError> {
+    match source.read()? {
+        Some((path, text)) => parse(&text, &path),
+        None => Ok(Config::default()),
     }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Which file the configuration comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// `-c FILE`: it must exist.
-    Explicit(PathBuf),
-    /// [`DEFAULT_CONFIG_PATH`] if it exists, else the built-in defaults.
-    Default,
-}
-
-impl Source {
-    /// Reads the configuration. Rereading (SIGHUP) uses the same rule.
-    pub fn load(&self) -> Result<Config, ConfigError> {
-        match self {
-            Source::Explicit(path) => load(path),
-            Source::Default => {
-                let path = Path::new(DEFAULT_CONFIG_PATH);
-                if path.exists() {
-                    load(path)
-                } else {
-                    Ok(Config::default())
-                }
-            }
-        }
-    }
-}
-
-/// Reads and parses `path`.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        file: Some(path.to_path_buf()),
-        line: None,
-        key: None,
-        reason: format!("cannot read it: {e}"),
-    })?;
-    parse(&text, path)
-}
-
-/// The 1-based line of byte `offset` in `text`.
-fn line_at(text: &str, offset: usize) -> usize {
-    text.get(..offset.min(text.len()))
-        .map_or(0, |t| t.matches('\n').count())
-        + 1
 }
 
 /// Parses the text of a configuration file; `file` names it in errors.
 pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-    let error = |line: Option<usize>, key: Option<&str>, reason: String| ConfigError {
-        file: Some(file.to_path_buf()),
-        line,
-        key: key.map(str::to_owned),
-        reason,
+    let error = |line: Option<usize>, key: Option<&str>, reason: String| {
+        ConfigError::in_file(file, line, key, reason)
     };
     let table: BTreeMap<Spanned<String>, Spanned<toml::Value>> =
         toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_at(text, s.start));
+            // nilfs_cleanerd.conf's keys are much the same: say how to
+            // convert such a file rather than where TOML gave up.
+            if let Some((line, key)) = lfs_common::config::nilfs_style_line(text) {
+                return error(
+                    Some(line),
+                    None,
+                    lfs_common::config::nilfs_style_reason(&key),
+                );
+            }
+            let line = e.span().map(|s| line_of(text, s.start));
             error(
                 line,
                 None,
@@ -295,7 +242,7 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         ..Config::default()
     };
     for (k, v) in entries {
-        let line = line_at(text, k.span().start);
+        let line = line_of(text, k.span().start);
         let name = k.get_ref().as_str();
         let Some(&known) = KEYS.iter().find(|&&known| known == name) else {
             return Err(error(

@@ -366,11 +366,11 @@ fn resolving_against_the_geometry_checks_ranges_with_file_line_and_key() {
 fn a_missing_file_is_an_error_only_when_named() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.conf");
-    let e = Source::Explicit(path.clone()).load().unwrap_err();
+    let e = load(&Source::Explicit(path.clone())).unwrap_err();
     assert!(e.reason.contains("cannot read it"), "{e}");
     assert!(e.to_string().contains("absent.conf"), "{e}");
     std::fs::write(&path, "cleaning_interval = 7\n").unwrap();
-    let c = Source::Explicit(path.clone()).load().unwrap();
+    let c = load(&Source::Explicit(path.clone())).unwrap();
     assert_eq!(c.cleaning_interval, Duration::from_secs(7));
     assert_eq!(c.origin.file.as_deref(), Some(path.as_path()));
 }
@@ -417,4 +417,13 @@ fn shipped_file_shows_every_default() {
         "conf/cleanerd.conf differs from the defaults in {:?}",
         c.changed_keys(&Config::default())
     );
+}
+
+#[test]
+fn a_nilfs_style_file_says_how_to_convert_it() {
+    let text = "# from nilfs_cleanerd.conf\nprotection_period\t3600\nmin_clean_segments 10%\n";
+    let e = parse(text, Path::new("/etc/lfs/cleanerd.conf")).unwrap_err();
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.reason.contains("protection_period = VALUE"), "{e}");
+    assert!(!e.reason.contains("expected"), "{e}");
 }

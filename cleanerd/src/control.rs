@@ -70,6 +70,11 @@ pub enum Command {
         /// Protection period in seconds instead of the configured one.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         protection_period: Option<f64>,
+        /// Least reclaimable blocks per chosen segment instead of
+        /// `min_reclaimable_blocks`, as cleanerd.conf writes an amount
+        /// ("0", "5%", "64K").
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min_reclaimable: Option<String>,
     },
 }
 
@@ -88,6 +93,10 @@ pub struct Reply {
     /// Why not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Whether it was refused for the peer's user (a change from anyone
+    /// but root or cleanerd's user): fsctl exits with its own status.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub denied: bool,
     /// What was done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -359,10 +368,13 @@ fn answer(
         );
     }
     if cmd.is_changing() && peer.uid != 0 && peer.uid != owner {
-        return Reply::error(&format!(
-            "permission denied: only root or user {owner} (who runs this cleanerd) may change it; uid {} may only ask for the status",
-            peer.uid
-        ));
+        return Reply {
+            denied: true,
+            ..Reply::error(&format!(
+                "permission denied: only root or user {owner} (who runs this cleanerd) may change it; uid {} may only ask for the status",
+                peer.uid
+            ))
+        };
     }
     if let Command::Once {
         protection_period: Some(p),
@@ -399,15 +411,24 @@ fn answer(
 #[non_exhaustive]
 pub enum RequestError {
     /// Nothing answers on the socket: no cleanerd runs.
-    #[error("no cleanerd is running (nothing answers on {path}: {cause})")]
+    #[error("no cleanerd is running (nothing answers on {})", path.display())]
     NotRunning {
         /// The socket.
         path: PathBuf,
         /// Why connecting failed.
         cause: io::Error,
     },
+    /// A cleanerd may run, but this user may not connect to its socket.
+    #[error(
+        "permission denied connecting to cleanerd on {} (its socket admits its owner and group)",
+        path.display()
+    )]
+    Denied {
+        /// The socket.
+        path: PathBuf,
+    },
     /// The exchange failed.
-    #[error("talking to cleanerd on {path}: {detail}")]
+    #[error("talking to cleanerd on {}: {detail}", path.display())]
     Exchange {
         /// The socket.
         path: PathBuf,
@@ -422,9 +443,17 @@ pub fn request(path: &Path, cmd: &Command) -> Result<Reply, RequestError> {
         path: path.to_path_buf(),
         detail,
     };
-    let stream = UnixStream::connect(path).map_err(|cause| RequestError::NotRunning {
-        path: path.to_path_buf(),
-        cause,
+    let stream = UnixStream::connect(path).map_err(|cause| {
+        if cause.kind() == io::ErrorKind::PermissionDenied {
+            RequestError::Denied {
+                path: path.to_path_buf(),
+            }
+        } else {
+            RequestError::NotRunning {
+                path: path.to_path_buf(),
+                cause,
+            }
+        }
     })?;
     stream
         .set_read_timeout(Some(ANSWER_TIMEOUT + Duration::from_secs(10)))

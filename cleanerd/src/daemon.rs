@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use lfs_proto::msg::{GetSustat, Sustat};
+use lfs_proto::msg::{GetSuper, GetSustat, Sustat};
 use lfs_proto::{Client, ClientError};
 use log::{debug, error, info, warn, LevelFilter};
 
@@ -32,6 +32,7 @@ use crate::pass::{run_pass, Outcome, PassError, PassReport, PassSpec};
 use crate::policy::History;
 use crate::schedule::{effort, Mode, Schedule};
 use crate::units::format_duration;
+use crate::units::{parse_amount, Amount};
 
 /// What wakes the loop besides its timer.
 #[derive(Debug)]
@@ -96,6 +97,44 @@ impl Failure {
     }
 }
 
+/// What a pass asked for with [`Daemon::once`] does differently from the
+/// configuration.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OnceOptions {
+    /// Segments to choose instead of `nsegments_per_clean`.
+    pub segments: Option<usize>,
+    /// Protection period in seconds instead of `protection_period`.
+    pub protection_s: Option<u32>,
+    /// Least reclaimable blocks per chosen segment instead of
+    /// `min_reclaimable_blocks` (0: never defer).
+    pub min_reclaimable: Option<Amount>,
+}
+
+/// Why a pass asked for with [`Daemon::once`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OnceError {
+    /// The configuration does not fit the filesystem.
+    #[error("{0}")]
+    Config(ConfigError),
+    /// No fsd answers, or the one that answers serves another device.
+    #[error("{0}")]
+    NoFsd(String),
+    /// fsd refused or failed a request.
+    #[error("{0}")]
+    Request(PassError),
+}
+
+impl OnceError {
+    /// The errno fsd answered, if that is what failed.
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            OnceError::Request(e) => e.error.errno(),
+            _ => None,
+        }
+    }
+}
+
 /// Passes kept in [`Status::recent`].
 pub const RECENT_PASSES: usize = 10;
 
@@ -110,6 +149,13 @@ pub fn unix_now() -> u64 {
 #[derive(Debug)]
 pub struct Daemon {
     fsd_socket: PathBuf,
+    /// The device the fsd on the socket must serve (the target named
+    /// one), checked at every connection: a socket is found by the
+    /// device's file name, which another image may share.
+    device: Option<PathBuf>,
+    /// Runs one pass for a caller (`cleanerd --once`, `fsctl clean`) that
+    /// reports its failure: nothing is retried, so none is announced.
+    one_shot: bool,
     source: Source,
     overrides: Overrides,
     config: Config,
@@ -151,6 +197,8 @@ impl Daemon {
         };
         Daemon {
             fsd_socket: fsd_socket.to_path_buf(),
+            device: None,
+            one_shot: false,
             source,
             overrides,
             config,
@@ -167,6 +215,20 @@ impl Daemon {
             last_outcome: None,
             start: Instant::now(),
         }
+    }
+
+    /// Cleans only while the fsd on the socket serves `device` (see
+    /// [`lfs_proto::target::Resolved::device`]).
+    pub fn serving(mut self, device: Option<PathBuf>) -> Daemon {
+        self.device = device;
+        self
+    }
+
+    /// For a caller that runs [`Daemon::once`] and reports its error
+    /// itself: failures are not logged as retried.
+    pub fn one_shot(mut self) -> Daemon {
+        self.one_shot = true;
+        self
     }
 
     /// The status the control socket reports, kept current by the loop.
@@ -240,7 +302,8 @@ impl Daemon {
 
     fn connect(&mut self) -> Result<(), Failure> {
         if self.client.is_none() {
-            let c = Client::connect(&self.fsd_socket).map_err(Failure::Connect)?;
+            let mut c = Client::connect(&self.fsd_socket).map_err(Failure::Connect)?;
+            self.check_serves(&mut c)?;
             if self.ever_connected {
                 info!("connection to fsd on {} is back", self.fsd_socket.display());
             } else {
@@ -272,6 +335,28 @@ impl Daemon {
                 warn!("telling fsd to keep the protection period strictly: {e}");
             }
         }
+    }
+
+    /// Refuses an fsd that serves another device than the one named.
+    fn check_serves(&self, c: &mut Client) -> Result<(), Failure> {
+        let Some(device) = &self.device else {
+            return Ok(());
+        };
+        let sup = c.call(&GetSuper).map_err(|error| {
+            Failure::Request(PassError {
+                request: "GET_SUPER".into(),
+                error,
+            })
+        })?;
+        if lfs_proto::target::same_device(device, &sup.device) {
+            return Ok(());
+        }
+        Err(Failure::Connect(std::io::Error::other(format!(
+            "the fsd on {} serves {}, not {}: not cleaning it",
+            self.fsd_socket.display(),
+            sup.device,
+            device.display()
+        ))))
     }
 
     /// GET_SUSTAT, and the configuration resolved against its geometry.
@@ -322,17 +407,11 @@ impl Daemon {
                 None => return Err(e),
             },
             Err(f) => {
-                self.fail(now, f);
+                self.fail(now, &f);
                 return Ok(());
             }
         };
         let before = self.schedule.mode();
-        if st.space_waiters > 0 && self.schedule.mode() != Mode::Suspended {
-            info!(
-                "{} change(s) wait for space in fsd: cleaning now, whatever a pass nets",
-                st.space_waiters
-            );
-        }
         let Some(effort) = self
             .schedule
             .decide(now, st.nclean, st.space_waiters, &params)
@@ -344,7 +423,7 @@ impl Daemon {
         self.log_mode(before, &st, &params);
         let spec = self.spec(&params, effort, None);
         self.pass(now, &st, &spec, &params)
-            .map_err(|f| self.fail(now, f))
+            .map_err(|f| self.fail(now, &f))
             .ok();
         Ok(())
     }
@@ -355,6 +434,10 @@ impl Daemon {
             return;
         }
         let why = match after {
+            Mode::Mc if st.space_waiters > 0 => format!(
+                "{} change(s) wait for space in fsd ({} clean segments): cleaning fast",
+                st.space_waiters, st.nclean
+            ),
             Mode::Mc => format!("{} clean segments, below min_clean_segments ({}): cleaning fast", st.nclean, p.min_clean),
             Mode::Normal => format!("{} clean segments, at least min_clean_segments ({}): cleaning at normal speed until max_clean_segments ({})", st.nclean, p.min_clean, p.max_clean),
             Mode::Idle => format!("{} clean segments, at least max_clean_segments ({}): idle", st.nclean, p.max_clean),
@@ -414,6 +497,10 @@ impl Daemon {
                 );
                 self.schedule.deferred(now, p);
             }
+            Outcome::Busy => {
+                debug!("{}: next pass after the usual interval", report.summary());
+                self.schedule.cleaned(now, p);
+            }
             Outcome::NoCandidates => {
                 if self.last_outcome != Some(Outcome::NoCandidates) {
                     info!(
@@ -431,7 +518,7 @@ impl Daemon {
     }
 
     /// Logs and schedules the retry of a failure (see the module doc).
-    fn fail(&mut self, now: Duration, f: Failure) {
+    fn fail(&mut self, now: Duration, f: &Failure) {
         let (first, cap) = (self.config.cleaning_interval, self.config.retry_interval);
         let slow = matches!(f.errno(), Some(nix::libc::EROFS | nix::libc::ENOTTY));
         let wait = if slow {
@@ -440,7 +527,7 @@ impl Daemon {
             self.schedule.failed(now, first, cap)
         };
         let socket = self.fsd_socket.display().to_string();
-        let message = match &f {
+        let message = match f {
             Failure::Connect(e) if self.ever_connected => {
                 format!("lost fsd on {socket} ({e}); reconnecting")
             }
@@ -467,7 +554,9 @@ impl Daemon {
         };
         let lost = self.client.is_none() || matches!(f, Failure::Connect(_));
         let cause = f.cause();
-        if self.trouble.as_deref() == Some(cause.as_str()) {
+        if self.one_shot {
+            debug!("{message}");
+        } else if self.trouble.as_deref() == Some(cause.as_str()) {
             debug!(
                 "still failing: {message}; retrying in {}",
                 format_duration(wait)
@@ -500,7 +589,7 @@ impl Daemon {
     /// Rereads the configuration; on an error keeps the running one and
     /// logs why. Returns the keys that changed.
     pub fn reload(&mut self) -> Result<Vec<&'static str>, String> {
-        let new = match self.source.load() {
+        let new = match crate::config::load(&self.source) {
             Ok(c) => self.overrides.apply(c),
             Err(e) => {
                 error!("reload failed, keeping the running configuration: {e}");
@@ -540,31 +629,40 @@ impl Daemon {
         Ok(changed)
     }
 
-    /// One pass at normal speed now, whatever the marks say (`--once`);
-    /// `segments` and `protection_s` override the configuration.
-    pub fn once(
-        &mut self,
-        segments: Option<usize>,
-        protection_s: Option<u32>,
-    ) -> Result<PassReport, String> {
+    /// One pass at normal speed now, whatever the marks say (`--once`,
+    /// `fsctl clean`); `opts` override the configuration.
+    pub fn once(&mut self, opts: OnceOptions) -> Result<PassReport, OnceError> {
+        let OnceOptions {
+            segments,
+            protection_s,
+            min_reclaimable,
+        } = opts;
         let now = self.now();
         let (st, p) = match self.sustat() {
             Ok(Ok(x)) => x,
-            Ok(Err(e)) => return Err(e.to_string()),
+            Ok(Err(e)) => return Err(OnceError::Config(e)),
             Err(f) => {
-                let msg = match &f {
-                    Failure::Connect(e) => {
-                        format!("no fsd answers on {}: {e}", self.fsd_socket.display())
-                    }
-                    Failure::Request(e) => e.to_string(),
-                };
-                self.fail(now, f);
-                return Err(msg);
+                self.fail(now, &f);
+                return Err(match f {
+                    Failure::Connect(e) => OnceError::NoFsd(format!(
+                        "no fsd answers on {}: {}",
+                        self.fsd_socket.display(),
+                        lfs_common::report::io_reason(&e)
+                    )),
+                    Failure::Request(e) => OnceError::Request(e),
+                });
             }
         };
         let mut e = effort(Mode::Normal, &p);
         if let Some(n) = segments {
             e.nsegments = n;
+        }
+        if let Some(a) = min_reclaimable {
+            // As min_reclaimable_blocks: of a segment's blocks, rounding
+            // up; at most a segment (more would defer every pass).
+            let g = Geometry::from(&st);
+            let bps = u64::from(g.blocks_per_segment);
+            e.min_reclaimable = a.resolve(bps, u64::from(g.block_size)).min(bps);
         }
         let spec = self.spec(&p, e, protection_s);
         let due = self.schedule.clone();
@@ -572,12 +670,11 @@ impl Daemon {
         // A one-off pass does not move the regular schedule.
         self.schedule = due;
         result.map_err(|f| {
-            let msg = match &f {
-                Failure::Connect(e) => e.to_string(),
-                Failure::Request(e) => e.to_string(),
-            };
-            self.fail(now, f);
-            msg
+            self.fail(now, &f);
+            match f {
+                Failure::Connect(e) => OnceError::NoFsd(lfs_common::report::io_reason(&e)),
+                Failure::Request(e) => OnceError::Request(e),
+            }
         })
     }
 
@@ -610,14 +707,25 @@ impl Daemon {
             Command::Once {
                 segments,
                 protection_period,
+                min_reclaimable,
             } => {
-                let segments = segments.map(|n| n as usize);
-                let protection = protection_period.map(|secs| {
-                    protection_seconds(Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX))
-                });
-                match self.once(segments, protection) {
+                let min_reclaimable = match min_reclaimable.as_deref().map(parse_amount) {
+                    None => None,
+                    Some(Ok(a)) => Some(a),
+                    Some(Err(e)) => return Reply::error(&format!("min_reclaimable: {e}")),
+                };
+                let opts = OnceOptions {
+                    segments: segments.map(|n| n as usize),
+                    protection_s: protection_period.map(|secs| {
+                        protection_seconds(
+                            Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX),
+                        )
+                    }),
+                    min_reclaimable,
+                };
+                match self.once(opts) {
                     Ok(r) => Reply::report(r),
-                    Err(e) => Reply::error(&e),
+                    Err(e) => Reply::error(&e.to_string()),
                 }
             }
         }

@@ -15,7 +15,7 @@ use cleanerd::config::{self, Source, MAX_PROTECTION_PERIOD};
 use cleanerd::control::{ControlServer, StartError};
 use cleanerd::daemon::{Daemon, Event, Overrides};
 use cleanerd::units::{format_duration, parse_duration};
-use log::{error, info, LevelFilter};
+use log::{info, LevelFilter};
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
@@ -63,6 +63,15 @@ struct Args {
     #[arg(long = "log-level", value_name = "LEVEL", value_parser = config::parse_log_priority)]
     log_level: Option<LevelFilter>,
 
+    /// Log to syslog (/dev/log) instead of standard error: what fsd asks of the cleanerd it starts
+    /// once it runs in the background (fsd --daemon).
+    #[arg(long)]
+    syslog: bool,
+
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// fsd's control socket, the device or image file, or a mount point or path inside the mount.
     target: PathBuf,
 }
@@ -78,34 +87,15 @@ fn protection(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// Installs env_logger; RUST_LOG, when set, decides the level. Returns
-/// whether it does.
-fn init_logging(level: LevelFilter) -> bool {
-    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
-    let mut builder = env_logger::Builder::new();
-    if from_env {
-        builder.parse_default_env();
-    } else {
-        builder.filter_level(LevelFilter::Trace);
-    }
-    let logger = builder.build();
-    let max = if from_env { logger.filter() } else { level };
-    // Fails only if a logger is already installed, which nothing here does.
-    let _ = log::set_boxed_logger(Box::new(logger));
-    log::set_max_level(max);
-    from_env
-}
-
 fn main() -> ExitCode {
+    if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let args = Args::parse();
     let code = match run(&args) {
         Ok(()) => Exit::Ok,
         Err((code, message)) => {
-            if log::log_enabled!(log::Level::Error) {
-                error!("{message}");
-            } else {
-                eprintln!("cleanerd: {message}");
-            }
+            lfs_common::logging::fatal("cleanerd", &message);
             code
         }
     };
@@ -118,7 +108,7 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
         .map_err(|e| (Exit::Error, format!("registering signal handlers: {e}")))?;
     let source = match &args.config {
         Some(path) => Source::Explicit(path.clone()),
-        None => Source::Default,
+        None => config::system(),
     };
     let overrides = Overrides {
         protection_period: args.protection_period,
@@ -128,8 +118,11 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
             _ => Some(LevelFilter::Trace),
         },
     };
-    let config = overrides.apply(source.load().map_err(|e| (Exit::Usage, e.to_string()))?);
-    let env_logging = init_logging(config.log_priority);
+    let config = overrides.apply(config::load(&source).map_err(|e| (Exit::Usage, e.to_string()))?);
+    let env_logging = lfs_common::logging::init("cleanerd", config.log_priority, None);
+    if args.syslog {
+        lfs_common::logging::to_syslog();
+    }
     match &config.origin.file {
         Some(f) => info!("configuration from {}", f.display()),
         None => info!("no configuration file; built-in defaults"),
@@ -138,12 +131,17 @@ fn run(args: &Args) -> Result<(), (Exit, String)> {
         "protection period {}",
         format_duration(config.protection_period)
     );
-    let fsd_socket = lfs_proto::target::socket_for(Some(&args.target))
-        .map_err(|e| (Exit::Error, e.to_string()))?;
-    let mut daemon = Daemon::new(&fsd_socket, source, overrides, config, env_logging);
+    let target =
+        lfs_proto::target::resolve(Some(&args.target)).map_err(|e| (Exit::Error, e.to_string()))?;
+    let fsd_socket = target.socket().to_path_buf();
+    let mut daemon = Daemon::new(&fsd_socket, source, overrides, config, env_logging)
+        .serving(target.device().map(std::path::Path::to_path_buf));
 
     if args.once {
-        let report = daemon.once(None, None).map_err(|e| (Exit::Error, e))?;
+        let mut daemon = daemon.one_shot();
+        let report = daemon
+            .once(cleanerd::daemon::OnceOptions::default())
+            .map_err(|e| (Exit::Error, e.to_string()))?;
         println!("{}", report.summary());
         return Ok(());
     }

@@ -1,4 +1,6 @@
-//! Amounts and times as administrators write them in cleanerd.conf(5).
+//! Amounts as administrators write them in cleanerd.conf(5); sizes and
+//! times are read by lfs-common's parser, the one fsd.toml and mkfs.lfs
+//! use too.
 //!
 //! An [`Amount`] is a count of segments or blocks, a percentage, or a
 //! number of bytes; which of those it is stays known until the
@@ -7,13 +9,13 @@
 //! "1M" of clean space on 4 KiB blocks means at least 256 blocks, never
 //! 255.
 //!
-//! Byte suffixes, case-insensitive: `K`, `M`, `G`, `T`, `P` and `KiB`, `MiB`,
-//! ... are powers of 1024; `kB`, `MB`, `GB`, `TB`, `PB` are powers of 1000
-//! (SI); `B` is one byte. Times are seconds, or a number with `ms`, `s`, `m`,
-//! `h` or `d`.
+//! Byte suffixes are [`lfs_common::units`]'s: `K`, `M`, `KiB`, ... are
+//! powers of 1024, `kB`, `MB`, ... powers of 1000.
 
 use std::fmt;
-use std::time::Duration;
+
+use lfs_common::units::{byte_multiplier, number, parse_size, split_number, SIZE_UNITS};
+pub use lfs_common::units::{format_duration, parse_duration, seconds};
 
 /// How many segments or blocks, before the geometry is known.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -60,51 +62,6 @@ impl Amount {
     }
 }
 
-/// Splits `s` into its leading number (digits and at most one dot) and
-/// the rest, trimmed.
-fn split_number(s: &str) -> (&str, &str) {
-    let t = s.trim();
-    let end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(end);
-    (num, unit.trim())
-}
-
-/// A non-negative decimal number, or why not.
-fn number(num: &str, whole: &str) -> Result<f64, String> {
-    if num.is_empty() {
-        return Err(format!("{whole:?} does not start with a number"));
-    }
-    let x: f64 = num
-        .parse()
-        .map_err(|_| format!("{whole:?}: {num:?} is not a number"))?;
-    if !x.is_finite() {
-        return Err(format!("{whole:?} is too large"));
-    }
-    Ok(x)
-}
-
-/// The multiplier of a byte suffix.
-fn byte_unit(unit: &str) -> Option<u64> {
-    let u = unit.to_ascii_lowercase();
-    let (binary, si) = match u.as_str() {
-        "b" => return Some(1),
-        "k" | "kib" => (1, false),
-        "kb" => (1, true),
-        "m" | "mib" => (2, false),
-        "mb" => (2, true),
-        "g" | "gib" => (3, false),
-        "gb" => (3, true),
-        "t" | "tib" => (4, false),
-        "tb" => (4, true),
-        "p" | "pib" => (5, false),
-        "pb" => (5, true),
-        _ => return None,
-    };
-    Some(if si { 1000u64 } else { 1024u64 }.pow(binary))
-}
-
 /// Parses an amount: `"12"` (a count), `"10%"`, `"12.5%"`, `"64M"`,
 /// `"1GiB"`, `"500MB"`.
 pub fn parse_amount(s: &str) -> Result<Amount, String> {
@@ -127,56 +84,12 @@ pub fn parse_amount(s: &str) -> Result<Amount, String> {
         }
         return Ok(Amount::Percent(x));
     }
-    let mult = byte_unit(unit).ok_or_else(|| {
-        format!(
-            "{s:?} has an unknown unit {unit:?} (use %, K, M, G, T, KiB, MiB, ... (powers of 1024), kB, MB, GB, ... (powers of 1000) or B)"
-        )
-    })?;
-    let bytes = (x * mult as f64).ceil();
-    if bytes >= u64::MAX as f64 {
-        return Err(format!("{s:?} is too large"));
+    if byte_multiplier(unit).is_none() {
+        return Err(format!(
+            "{s:?} has an unknown unit {unit:?} (use % or a byte unit: {SIZE_UNITS})"
+        ));
     }
-    Ok(Amount::Bytes(bytes as u64))
-}
-
-/// Parses a time: `"30"`, `"1.5"` (seconds), `"30s"`, `"500ms"`, `"5m"`,
-/// `"1h"`, `"1d"`, `"1.5s"`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (num, unit) = split_number(s);
-    let x = number(num, s)?;
-    let scale = match unit.to_ascii_lowercase().as_str() {
-        "" | "s" | "sec" => 1.0,
-        "ms" => 0.001,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86400.0,
-        _ => {
-            return Err(format!(
-                "{s:?} has an unknown unit {unit:?} (use ms, s, m, h or d)"
-            ))
-        }
-    };
-    seconds(x * scale).map_err(|e| format!("{s:?}: {e}"))
-}
-
-/// A non-negative, finite number of seconds as a [`Duration`].
-pub fn seconds(x: f64) -> Result<Duration, String> {
-    Duration::try_from_secs_f64(x).map_err(|_| format!("{x} seconds is not a usable time"))
-}
-
-/// A duration as the shortest of `1.5s`, `5m`, `1h` that is exact.
-pub fn format_duration(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if d.subsec_nanos() == 0 {
-        let secs = d.as_secs();
-        if secs != 0 && secs % 3600 == 0 {
-            return format!("{}h", secs / 3600);
-        }
-        if secs != 0 && secs % 60 == 0 {
-            return format!("{}m", secs / 60);
-        }
-    }
-    format!("{s}s")
+    parse_size(s).map(Amount::Bytes)
 }
 
 #[cfg(test)]
@@ -238,37 +151,5 @@ mod tests {
         assert_eq!(Amount::Percent(1.0).resolve(2048, 4096), 21);
         assert_eq!(Amount::Bytes(1 << 20).resolve(2048, 4096), 256);
         assert_eq!(Amount::Bytes(5).resolve(2048, 0), 0);
-    }
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("0.25"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1.5h"), Ok(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
-        assert_eq!(parse_duration(" 10 S "), Ok(Duration::from_secs(10)));
-        for (input, why) in [
-            ("", "does not start with a number"),
-            ("-1s", "does not start with a number"),
-            ("5w", "unknown unit \"w\""),
-            ("1.2.3", "is not a number"),
-        ] {
-            let e = parse_duration(input).unwrap_err();
-            assert!(e.contains(why), "{input:?}: {e}");
-        }
-    }
-
-    #[test]
-    fn durations_format() {
-        assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
-        assert_eq!(format_duration(Duration::from_secs(300)), "5m");
-        assert_eq!(format_duration(Duration::from_secs(10)), "10s");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1.5s");
-        assert_eq!(format_duration(Duration::ZERO), "0s");
     }
 }

@@ -160,7 +160,8 @@ fn once_cleans_and_prints_what_it_did() {
         cleanerd::fake::Call::Clean { flags, .. } if *flags != 0
     )));
     let out = Command::new(BIN)
-        .arg("--once")
+        .args(["--once", "-c"])
+        .arg(&f.conf)
         .arg(f.dir.path().join("nothing.sock"))
         .output()
         .unwrap();

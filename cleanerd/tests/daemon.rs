@@ -2,7 +2,7 @@
 //! hysteresis, deferral with and without SET_SUINFO, back-off on EIO,
 //! reconnecting after fsd restarts, EAGAIN, control commands.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -52,7 +52,7 @@ impl Rig {
         let fs = FakeFs::new(state);
         let server = FakeServer::start(&sock, fs.clone()).unwrap();
         let source = Source::Explicit(conf.clone());
-        let config = source.load().unwrap();
+        let config = cleanerd::config::load(&source).unwrap();
         let mut daemon = Daemon::new(&sock, source, Overrides::default(), config, true);
         let status = daemon.status();
         let (tx, rx) = channel();
@@ -296,6 +296,7 @@ fn control_commands_suspend_resume_once_and_reload() {
     let r = rig.control(Command::Once {
         segments: Some(3),
         protection_period: Some(5.5),
+        min_reclaimable: None,
     });
     let report = r.report.unwrap();
     assert_eq!(report.cleaned, [0, 1, 2]);
@@ -339,9 +340,21 @@ fn a_configuration_that_does_not_fit_the_filesystem_is_fatal_at_start() {
 fn once_without_fsd_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("none.sock");
-    let config = parse("", Path::new("x.conf")).unwrap();
-    let mut d = Daemon::new(&sock, Source::Default, Overrides::default(), config, true);
-    let e = d.once(None, None).unwrap_err();
+    // An explicit file: a reload must not read the machine's /etc/lfs.
+    let file = dir.path().join("x.conf");
+    std::fs::write(&file, "").unwrap();
+    let config = parse("", &file).unwrap();
+    let mut d = Daemon::new(
+        &sock,
+        Source::Explicit(file),
+        Overrides::default(),
+        config,
+        true,
+    );
+    let e = d
+        .once(cleanerd::daemon::OnceOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("no fsd answers on") && e.contains("none.sock"),
         "{e}"

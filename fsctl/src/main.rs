@@ -5,6 +5,8 @@
 //! fsctl(8).
 
 mod cmd;
+mod fail;
+mod fsck_lfs;
 mod target;
 
 use std::path::{Path, PathBuf};
@@ -25,8 +27,21 @@ pub enum Exit {
     Usage = 2,
     /// The command worked but found damage (e.g. one bad superblock copy).
     Damaged = 3,
-    /// fsck found errors (as fsck(8)).
+    /// fsck found errors.
     FsckErrors = 4,
+    /// No fsd serves the target (none answers on its socket, or the one
+    /// that answers serves another filesystem).
+    NoFsd = 5,
+    /// The target holds no lfs filesystem (or is on no lfs mount).
+    NotLfs = 6,
+    /// A checkpoint named does not exist.
+    NoCheckpoint = 7,
+    /// Permission denied: by fsd (a change from a user other than root or
+    /// the owner) or by the system (the socket or the device).
+    Denied = 8,
+    /// The device is in use where the command needs it unused (fsck of a
+    /// mounted filesystem).
+    Busy = 9,
 }
 
 #[derive(Debug, Parser)]
@@ -34,12 +49,18 @@ pub enum Exit {
     name = "fsctl",
     version,
     about = "Inspect and administer lfs filesystems",
-    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found, 4 fsck found errors. \
-                  See fsctl(8)."
+    after_help = "Exit status: 0 success, 1 error, 2 bad usage, 3 damage found, 4 fsck found errors, \
+                  5 no fsd serves the target, 6 not lfs, 7 no such checkpoint, 8 permission denied, \
+                  9 device in use. See fsctl(8)."
 )]
+#[command(arg_required_else_help = true, args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -55,6 +76,10 @@ enum Command {
     },
     /// Check an unmounted filesystem's consistency without changing it (exit 4 if errors).
     Fsck {
+        /// When the last checkpoint is damaged, make CNO, the newest intact one, the current one
+        /// (what later checkpoints held is lost).
+        #[arg(long, value_name = "CNO")]
+        rollback: Option<u64>,
         /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
         device: PathBuf,
         /// Print JSON instead of text.
@@ -125,8 +150,12 @@ enum Command {
         #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
         args: Vec<String>,
     },
-    /// Delete checkpoints (numbers or ranges A..B, A..); snapshots must be made cp first.
+    /// Delete checkpoints (numbers or ranges A..B, A.., ..B); snapshots must be made cp first.
     Rmcp {
+        /// Skip what cannot be deleted (snapshots, the latest, missing ones) without failing, as
+        /// rm -f.
+        #[arg(short = 'f', long)]
+        force: bool,
         /// [TARGET] CNO|A..B...: an optional mount point, path inside it, control socket or
         /// device, then checkpoint numbers or ranges.
         #[arg(value_name = "[TARGET] CNO", required = true, num_args = 1..)]
@@ -192,8 +221,9 @@ enum Command {
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<PathBuf>,
     },
-    /// Control the cleanerd of a mounted filesystem (or, with --once and no cleanerd, clean once).
-    #[command(group(ArgGroup::new("action").required(true).args(["status", "suspend", "resume", "once", "reload"])))]
+    /// Control the cleanerd of a mounted filesystem; without an action (or with --once), clean
+    /// once, through cleanerd or, without one, through fsd directly (as nilfs-clean).
+    #[command(group(ArgGroup::new("action").args(["status", "suspend", "resume", "once", "reload"])))]
     Clean {
         /// Show what the cleaner is doing: mode, last pass, per-pass and total work, last error.
         #[arg(long)]
@@ -204,30 +234,39 @@ enum Command {
         /// Clean again after --suspend.
         #[arg(long)]
         resume: bool,
-        /// Run one pass now at normal speed (without a cleanerd: through fsd directly).
+        /// Run one pass now at normal speed (the default action; without a cleanerd: through fsd
+        /// directly).
         #[arg(long)]
         once: bool,
         /// Make cleanerd reread its configuration (as SIGHUP).
         #[arg(long)]
         reload: bool,
         /// With --once: segments to choose instead of nsegments_per_clean.
-        #[arg(long, value_name = "N", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = clap::value_parser!(u64).range(1..=1024))]
+        #[arg(long, value_name = "N", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = clap::value_parser!(u64).range(1..=1024))]
         segments: Option<u64>,
         /// With --once: protection period (seconds, or 30m, 1h) instead of the configured one.
-        #[arg(long, value_name = "SECONDS", requires = "once", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
+        #[arg(short = 'p', long, value_name = "SECONDS", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = protection_period)]
         protection_period: Option<Duration>,
+        /// With --once: least reclaimable blocks per chosen segment instead of
+        /// min_reclaimable_blocks (a count, N% or bytes; 0 forces a pass that would be deferred).
+        #[arg(short = 'm', long, value_name = "AMOUNT", conflicts_with_all = ["status", "suspend", "resume", "reload"], value_parser = min_reclaimable)]
+        min_reclaimable: Option<String>,
+        /// cleanerd.conf for a pass fsctl runs itself (no cleanerd running) [default:
+        /// /etc/lfs/cleanerd.conf if it exists].
+        #[arg(short = 'c', long, value_name = "FILE")]
+        config: Option<PathBuf>,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Mount point, path inside it, control socket or device (default: the current directory).
         target: Option<std::path::PathBuf>,
     },
-    /// List the logs of one segment, with their block entries (through fsd if it serves the target).
+    /// List the logs of segments, with their block entries (through fsd if it serves the target).
     Dumpseg {
-        /// [TARGET] SEGNUM: an optional device, image file, NBD export, mount point, path inside
-        /// it or control socket (default: the current directory), then the segment number (0 to
+        /// [TARGET] SEGNUM...: an optional device, image file, NBD export, mount point, path inside
+        /// it or control socket (default: the current directory), then segment numbers (0 to
         /// segments - 1).
-        #[arg(value_name = "[TARGET] SEGNUM", required = true, num_args = 1..=2)]
+        #[arg(value_name = "[TARGET] SEGNUM", required = true, num_args = 1..)]
         args: Vec<String>,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -237,11 +276,16 @@ enum Command {
 
 /// A `--protection-period` value.
 fn protection_period(s: &str) -> Result<Duration, String> {
-    let d = cleanerd::units::parse_duration(s)?;
+    let d = lfs_common::units::parse_duration(s)?;
     if d > cleanerd::config::MAX_PROTECTION_PERIOD {
         return Err(format!("{s} is more than {} seconds", u32::MAX));
     }
     Ok(d)
+}
+
+/// A `--min-reclaimable` value: an amount as cleanerd.conf(5) writes one.
+fn min_reclaimable(s: &str) -> Result<String, String> {
+    cleanerd::units::parse_amount(s).map(|_| s.to_owned())
 }
 
 /// Restores the default SIGPIPE action, so that `fsctl lssu | head` ends
@@ -255,13 +299,42 @@ fn default_sigpipe() {
     let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
+/// True if this process was started as one of `names` (argv[0]'s file
+/// name).
+fn started_as(names: &[&str]) -> bool {
+    std::env::args_os().next().is_some_and(|a| {
+        Path::new(&a)
+            .file_name()
+            .is_some_and(|f| names.iter().any(|n| f == *n))
+    })
+}
+
 fn main() -> ExitCode {
     default_sigpipe();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    if started_as(fsck_lfs::NAMES) {
+        lfs_common::logging::init(fsck_lfs::NAME, log::LevelFilter::Warn, None);
+        return fsck_lfs::main();
+    }
+    lfs_common::logging::init("fsctl", log::LevelFilter::Warn, None);
+    if lfs_common::completions::requested(Cli::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let cli = Cli::parse();
-    let result = match &cli.command {
+    let Some(command) = &cli.command else {
+        Cli::command()
+            .error(
+                clap::error::ErrorKind::MissingSubcommand,
+                "a command is needed (fsctl --help lists them)",
+            )
+            .exit()
+    };
+    let result = match command {
         Command::Super { target, json } => cmd::superblock::run(target.as_deref(), *json),
-        Command::Fsck { device, json } => cmd::fsck::run(device, *json),
+        Command::Fsck {
+            rollback,
+            device,
+            json,
+        } => cmd::fsck::run(device, *rollback, *json),
         Command::Lssu {
             all,
             latest,
@@ -293,7 +366,7 @@ fn main() -> ExitCode {
             target,
         } => cmd::checkpoints::mkcp(target.as_deref(), *snapshot, *print),
         Command::Chcp { mode, args } => cmd::checkpoints::chcp(mode, args),
-        Command::Rmcp { args } => cmd::checkpoints::rmcp(args),
+        Command::Rmcp { force, args } => cmd::checkpoints::rmcp(args, *force),
         Command::Mount {
             cno,
             mountpoint,
@@ -321,6 +394,8 @@ fn main() -> ExitCode {
             reload,
             segments,
             protection_period,
+            min_reclaimable,
+            config,
             json,
             target,
         } => {
@@ -333,34 +408,57 @@ fn main() -> ExitCode {
             } else if *reload {
                 cmd::clean::Action::Reload
             } else {
-                debug_assert!(*once, "clap requires one action");
+                // --once, or no action: one pass, as nilfs-clean does.
+                let _ = once;
                 cmd::clean::Action::Once {
                     segments: *segments,
                     protection_period: *protection_period,
+                    min_reclaimable: min_reclaimable.clone(),
                 }
             };
-            cmd::clean::run(target.as_deref(), action, *json)
+            cmd::clean::run(target.as_deref(), action, config.as_deref(), *json)
         }
         Command::Dumpseg { args, json } => {
-            // clap passes one or two words: the last is the segment.
-            let segnum = args.last().map_or("", String::as_str);
-            let target = args.first().filter(|_| args.len() > 1).map(Path::new);
-            let Ok(segnum) = segnum.parse::<u64>() else {
+            // The first word is the target unless it reads as a number
+            // (a directory named 5 is written ./5).
+            let (target, numbers) = match args.split_first() {
+                Some((first, rest)) if first.parse::<u64>().is_err() => {
+                    (Some(Path::new(first.as_str())), rest)
+                }
+                _ => (None, &args[..]),
+            };
+            let segnums: Vec<u64> = numbers
+                .iter()
+                .map(|w| {
+                    w.parse::<u64>().unwrap_or_else(|_| {
+                        Cli::command()
+                            .error(
+                                clap::error::ErrorKind::ValueValidation,
+                                format!("segment number {w:?} is not a number"),
+                            )
+                            .exit()
+                    })
+                })
+                .collect();
+            if segnums.is_empty() {
                 Cli::command()
                     .error(
-                        clap::error::ErrorKind::ValueValidation,
-                        format!("segment number {segnum:?} is not a number"),
+                        clap::error::ErrorKind::MissingRequiredArgument,
+                        "dumpseg needs a segment number",
                     )
                     .exit()
-            };
-            cmd::dumpseg::run(target, segnum, *json)
+            }
+            cmd::dumpseg::run(target, &segnums, *json)
         }
     };
     match result {
         Ok(code) => ExitCode::from(code as u8),
         Err(e) => {
-            eprintln!("fsctl: {e:#}");
-            ExitCode::from(Exit::Error as u8)
+            eprintln!(
+                "{}",
+                lfs_common::report::error_line("fsctl", &format!("{e:#}"))
+            );
+            ExitCode::from(fail::exit_code(&e) as u8)
         }
     }
 }

@@ -50,12 +50,13 @@ struct Cleaner {
 }
 
 fn cleaner(sock: &Path) -> Cleaner {
-    let config = parse(
-        "min_clean_segments = 0\nmax_clean_segments = 0\nclean_check_interval = 0.05\n",
-        Path::new("test.conf"),
-    )
-    .unwrap();
-    let mut daemon = Daemon::new(sock, Source::Default, Overrides::default(), config, true);
+    // An explicit file: a reload must not read the machine's /etc/lfs.
+    let text = "min_clean_segments = 0\nmax_clean_segments = 0\nclean_check_interval = 0.05\n";
+    let file = sock.with_extension("conf");
+    std::fs::write(&file, text).unwrap();
+    let config = parse(text, &file).unwrap();
+    let source = Source::Explicit(file);
+    let mut daemon = Daemon::new(sock, source, Overrides::default(), config, true);
     let (tx, rx) = channel();
     let path = lfs_proto::path::cleanerd_socket_path(sock).unwrap();
     let control = ControlServer::start(&path, daemon.status(), tx.clone()).unwrap();
@@ -166,8 +167,10 @@ fn without_cleanerd_once_cleans_through_fsd_and_the_rest_fail() {
 fn usage_errors() {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("fsd.sock");
+    // No action is not an error: it is --once, as nilfs-clean.
     for args in [
-        vec![],
+        vec!["-m", "lots"],
+        vec!["--status", "-m", "0"],
         vec!["--status", "--suspend"],
         vec!["--status", "--segments", "2"],
         vec!["--once", "--segments", "0"],

@@ -13,7 +13,6 @@
 //! * Parsing never touches the device or the mount: it is also what SIGHUP
 //!   runs, and a bad file must leave the running configuration alone.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -110,81 +109,36 @@ impl Default for Config {
     }
 }
 
-/// A configuration file that cannot be used.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file.
-    pub file: PathBuf,
-    /// The 1-based line, when known.
-    pub line: Option<usize>,
-    /// The key, when the error concerns one.
-    pub key: Option<String>,
-    /// What is wrong.
-    pub reason: String,
+pub use lfs_common::config::{ConfigError, Source};
+
+/// The system-wide file, read if it exists when `--config` is not given.
+pub fn system() -> Source {
+    Source::System(DEFAULT_CONFIG_PATH)
 }
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.file.display())?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
-        }
-        write!(f, ": {}", self.reason)
+/// Reads the configuration `source` names, and the file it came from
+/// (`None`: the built-in defaults). Rereading (SIGHUP) uses the same rule.
+pub fn load(source: &Source) -> Result<(Config, Option<PathBuf>), ConfigError> {
+    match source.read()? {
+        Some((path, text)) => parse(&text, &path).map(|c| (c, Some(path))),
+        None => Ok((Config::default(), None)),
     }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// Which file the configuration comes from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// `--config FILE`: it must exist.
-    Explicit(PathBuf),
-    /// [`DEFAULT_CONFIG_PATH`] if it exists, else the built-in defaults.
-    Default,
-}
-
-impl Source {
-    /// Reads the configuration. Rereading (SIGHUP) uses the same rule.
-    pub fn load(&self) -> Result<(Config, Option<PathBuf>), ConfigError> {
-        match self {
-            Source::Explicit(path) => load(path).map(|c| (c, Some(path.clone()))),
-            Source::Default => {
-                let path = Path::new(DEFAULT_CONFIG_PATH);
-                if path.exists() {
-                    load(path).map(|c| (c, Some(path.to_path_buf())))
-                } else {
-                    Ok((Config::default(), None))
-                }
-            }
-        }
-    }
-}
-
-/// Reads and parses `path`.
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        file: path.to_path_buf(),
-        line: None,
-        key: None,
-        reason: format!("cannot read it: {e}"),
-    })?;
-    parse(&text, path)
 }
 
 /// Parses the text of a configuration file; `file` names it in errors.
 pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
-    let error = |line: Option<usize>, key: Option<&str>, reason: String| ConfigError {
-        file: file.to_path_buf(),
-        line,
-        key: key.map(str::to_owned),
-        reason,
+    let error = |line: Option<usize>, key: Option<&str>, reason: String| {
+        ConfigError::in_file(file, line, key, reason)
     };
     let table: toml::Table = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start));
+        if let Some((line, key)) = lfs_common::config::nilfs_style_line(text) {
+            return error(
+                Some(line),
+                None,
+                lfs_common::config::nilfs_style_reason(&key),
+            );
+        }
+        let line = e.span().map(|s| lfs_common::config::line_of(text, s.start));
         error(line, None, format!("not valid TOML: {}", e.message()))
     })?;
     // In file order, so the first error reported is the first in the file.
@@ -223,15 +177,6 @@ pub fn parse(text: &str, file: &Path) -> Result<Config, ConfigError> {
         }
     }
     Ok(config)
-}
-
-/// The 1-based line holding byte `offset` of `text`.
-fn line_of(text: &str, offset: usize) -> usize {
-    let end = offset.min(text.len());
-    text.as_bytes()
-        .get(..end)
-        .map_or(0, |b| b.iter().filter(|&&c| c == b'\n').count())
-        + 1
 }
 
 /// The line a top-level `key` is set on: the first line that starts with
@@ -336,7 +281,7 @@ pub fn parse_log_level(s: &str) -> Result<LevelFilter, String> {
     }
 }
 
-pub use lfs::units::parse_size;
+pub use lfs_common::units::parse_size;
 
 /// What a reload changed, by key.
 #[derive(Debug, Default, PartialEq, Eq)]

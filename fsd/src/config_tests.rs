@@ -294,18 +294,17 @@ fn every_key_at_once() {
 fn load_reports_unreadable_file() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing.toml");
-    let e = load(&missing).unwrap_err();
+    let e = load(&Source::Explicit(missing.clone())).unwrap_err();
     assert!(e.to_string().contains("cannot read it"), "{e}");
     assert!(
         e.to_string().starts_with(&missing.display().to_string()),
         "{e}"
     );
-    let e = Source::Explicit(missing.clone()).load().unwrap_err();
-    assert_eq!(e.file, missing);
+    assert_eq!(e.file, Some(missing));
 
     let good = dir.path().join("good.toml");
     std::fs::write(&good, "threads = 3\n").unwrap();
-    let (c, from) = Source::Explicit(good.clone()).load().unwrap();
+    let (c, from) = load(&Source::Explicit(good.clone())).unwrap();
     assert_eq!(c.threads, 3);
     assert_eq!(from, Some(good));
 }
@@ -388,6 +387,15 @@ fn shipped_conf_matches_defaults() {
 fn parse_size_units() {
     assert_eq!(parse_size("4096"), Ok(4096));
     assert_eq!(parse_size(" 2K "), Ok(2048));
-    assert_eq!(parse_size("3gb"), Ok(3 << 30));
+    // As cleanerd.conf reads it (one parser): GB is 10^9, G 2^30.
+    assert_eq!(parse_size("3gb"), Ok(3_000_000_000));
+    assert_eq!(parse_size("3g"), Ok(3 << 30));
     assert!(parse_size("").is_err());
+}
+
+#[test]
+fn a_nilfs_style_file_is_explained() {
+    let e = err("# converted badly\nthreads 4\n");
+    assert_eq!(e.line, Some(2), "{e}");
+    assert!(e.reason.contains("threads = VALUE"), "{e}");
 }

@@ -8,6 +8,7 @@
 //! root or the filesystem's owner (the root directory's owner).
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,9 @@ pub type Requests = Arc<dyn Handler + Send + std::marker::Sync>;
 #[derive(Debug)]
 pub struct Control {
     path: PathBuf,
+    /// The listening socket, to wake the accept loop at stop without
+    /// going through the path (which someone may have removed).
+    waker: Option<UnixListener>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -67,9 +71,22 @@ impl std::fmt::Display for StartError {
     }
 }
 
-impl Control {
-    /// Binds `path` and starts serving `handler` there.
-    pub fn start(handler: Requests, path: &Path) -> Result<Control, StartError> {
+/// A control socket bound before the device is opened: the path is
+/// fsd's from then on (a second fsd whose default socket has the same
+/// name is refused before it touches its device), and connections wait
+/// in the backlog until [`Control::start`] serves them. Dropped unused,
+/// it removes the socket file.
+#[derive(Debug)]
+pub struct Claimed {
+    path: PathBuf,
+    listener: Option<UnixListener>,
+}
+
+impl Claimed {
+    /// Binds `path` (mode 0660), creating its directory if need be; a
+    /// socket left by an fsd that died is replaced, one that answers is
+    /// [`StartError::InUse`].
+    pub fn claim(path: &Path) -> Result<Claimed, StartError> {
         let io_err = |e| StartError::Io(path.to_path_buf(), e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             if !dir.exists() {
@@ -92,39 +109,97 @@ impl Control {
             }
         }
         let listener = UnixListener::bind(path).map_err(io_err)?;
+        let claimed = Claimed {
+            path: path.to_path_buf(),
+            listener: Some(listener),
+        };
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))
             .map_err(io_err)?;
+        Ok(claimed)
+    }
+}
+
+impl Drop for Claimed {
+    fn drop(&mut self) {
+        if self.listener.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+impl Control {
+    /// Starts serving `handler` on the socket `claimed`.
+    pub fn start(handler: Requests, mut claimed: Claimed) -> Result<Control, StartError> {
+        let path = claimed.path.clone();
+        let listener = claimed
+            .listener
+            .take()
+            .expect("a Claimed socket is served once");
+        let waker = listener.try_clone().ok();
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
             std::thread::Builder::new()
                 .name("fsd-control".into())
                 .spawn(move || accept_loop(&listener, &stop, &handler))
-                .map_err(io_err)?
+                .map_err(|e| {
+                    let _ = std::fs::remove_file(&path);
+                    StartError::Io(path.clone(), e)
+                })?
         };
         info!("control socket {} ready", path.display());
         Ok(Control {
-            path: path.to_path_buf(),
+            path,
+            waker,
             stop,
             thread: Some(thread),
         })
     }
 
-    /// Stops accepting, removes the socket file.
-    pub fn stop(mut self) {
-        self.shutdown();
+    /// Stops accepting; the socket file stays until the returned guard is
+    /// dropped, which fsd does once everything is written and the device
+    /// is closed: the file's disappearance tells a script (and a test)
+    /// that the device is free again.
+    pub fn stop(mut self) -> SocketFile {
+        self.close();
+        SocketFile(std::mem::take(&mut self.path))
     }
 
     fn shutdown(&mut self) {
+        self.close();
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    /// Stops the accept loop and waits for it.
+    fn close(&mut self) {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
-        // Wake the accept loop.
-        let _ = UnixStream::connect(&self.path);
+        // Wake the accept loop: shutdown(2) of a listening socket ends a
+        // blocked accept; connecting to the path is the fallback (and
+        // fails if the socket file was removed behind fsd's back, which
+        // made fsd hang at exit).
+        let woken = self.waker.take().is_some_and(|l| {
+            nix::sys::socket::shutdown(l.as_raw_fd(), nix::sys::socket::Shutdown::Both).is_ok()
+        });
+        if !woken {
+            let _ = UnixStream::connect(&self.path);
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// A control socket no longer served, removed when dropped.
+#[derive(Debug)]
+pub struct SocketFile(PathBuf);
+
+impl Drop for SocketFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
     }
 }
 

@@ -8,8 +8,12 @@
 //! handling [`signals`]. Exit codes are listed in fsd(8) and in [`Exit`].
 
 mod control;
+mod daemon;
 mod errno;
 mod fuse;
+mod helper;
+mod mount;
+mod notify;
 mod options;
 mod signals;
 mod snapshots;
@@ -24,9 +28,9 @@ use anyhow::anyhow;
 use clap::Parser;
 use lfs::blockdev::{BlockDevice, DeviceName, OpenOptions};
 use lfs::fs::{Fs, MountOptions};
-use log::{error, info, warn, LevelFilter};
+use log::{debug, error, info, warn, LevelFilter};
 
-use crate::options::{MountFlags, Overrides};
+use crate::options::{KernelFlag, MountFlags, Overrides};
 use fsd::config::{self, Config, Source};
 
 /// Exit statuses, as documented in fsd(8).
@@ -62,14 +66,18 @@ fn fail(code: Exit, e: impl Into<anyhow::Error>) -> Failure {
 #[command(
     name = "fsd",
     version,
-    about = "Mount an lfs log-structured filesystem with FUSE and serve it in the foreground",
+    about = "Mount an lfs log-structured filesystem with FUSE and serve it (in the foreground unless \
+             --daemon)",
     after_help = "Signals: SIGTERM/SIGINT unmount (final checkpoint, exit 0), SIGHUP reloads the \
                   configuration.\nExit status: 0 clean unmount, 1 error, 2 bad usage or \
                   configuration, 3 bad mount point, 4 not a usable lfs device, 5 device busy, \
                   6 needs -o ro. See fsd(8)."
 )]
 struct Args {
-    /// Mount options, comma-separated: ro, rw, cp=CNO, allow_other, default_permissions, nogc, gcconf=PATH.
+    /// Mount options, comma-separated: ro, rw, cp=CNO, allow_other, default_permissions,
+    /// config=FILE, socket=PATH, nogc, gcconf=PATH, the kernel's (no)dev, (no)suid, (no)exec,
+    /// sync, async, dirsync, and mount(8)'s own (defaults, noauto, nofail, _netdev, x-*), which
+    /// are left alone.
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     options: Vec<String>,
 
@@ -81,9 +89,18 @@ struct Args {
     #[arg(long, value_name = "PATH")]
     socket: Option<PathBuf>,
 
-    /// Run in the foreground (fsd always does; accepted for compatibility).
-    #[arg(short = 'f', long)]
+    /// Run in the foreground (the default; accepted for compatibility with FUSE filesystems).
+    #[arg(short = 'f', long, conflicts_with = "daemon")]
     foreground: bool,
+
+    /// Return once the filesystem is mounted, fsd serving it in the background (logging to
+    /// syslog): what mount(8) runs fsd for.
+    #[arg(long)]
+    daemon: bool,
+
+    /// Leave unknown -o options alone instead of refusing them (mount -s).
+    #[arg(skip)]
+    sloppy: bool,
 
     /// More log output: -v debug, -vv trace (overrides log_level).
     #[arg(short = 'v', long = "verbose", action = clap::ArgAction::Count, conflicts_with = "log_level")]
@@ -93,6 +110,10 @@ struct Args {
     #[arg(long, value_name = "LEVEL", value_parser = config::parse_log_level)]
     log_level: Option<LevelFilter>,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH).
     device: PathBuf,
 
@@ -100,8 +121,56 @@ struct Args {
     mountpoint: PathBuf,
 }
 
+/// The arguments: fsd's own, or mount(8)'s when fsd is started as its
+/// helper (`helper`); `None` when there is nothing more to do (`mount -f`,
+/// `--completions`).
+fn arguments() -> Result<Option<Args>, Failure> {
+    let mut argv = std::env::args_os();
+    let started_as = argv
+        .next()
+        .and_then(|a| {
+            Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+        })
+        .unwrap_or_default();
+    if !helper::NAMES.contains(&started_as.as_str()) {
+        if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+            return Ok(None);
+        }
+        return Ok(Some(Args::parse()));
+    }
+    let h = helper::parse(argv).map_err(|e| fail(Exit::Usage, anyhow!("{started_as}: {e}")))?;
+    // mount -f: everything checked that can be without mounting.
+    options::parse_mount_options(&h.options, h.sloppy)
+        .map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    if h.fake {
+        return Ok(None);
+    }
+    Ok(Some(Args {
+        options: h.options,
+        config: None,
+        socket: None,
+        foreground: false,
+        daemon: true,
+        sloppy: h.sloppy,
+        verbose: u8::from(h.verbose),
+        log_level: None,
+        completions: None,
+        device: h.device,
+        mountpoint: h.mountpoint,
+    }))
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
+    let args = match arguments() {
+        Ok(Some(args)) => args,
+        Ok(None) => return ExitCode::from(Exit::Ok as u8),
+        Err(Failure(code, e)) => {
+            lfs_common::logging::fatal("fsd", &format!("{e:#}"));
+            return ExitCode::from(code as u8);
+        }
+    };
     // A panic means the engine's memory can no longer be trusted: never
     // write a checkpoint from it. Abort; the next mount recovers from the
     // last durable log, as after a crash.
@@ -111,27 +180,36 @@ fn main() -> ExitCode {
         eprintln!("fsd: aborting after a panic; the next mount recovers the filesystem");
         std::process::abort();
     }));
-    match run(&args) {
+    // Removed only after run() has closed everything, the device included.
+    let mut socket_file = None;
+    let result = run(&args, &mut socket_file);
+    drop(socket_file);
+    match result {
         Ok(()) => ExitCode::from(Exit::Ok as u8),
         Err(Failure(code, e)) => {
-            error!("{e:#}");
-            if !log::log_enabled!(log::Level::Error) {
-                eprintln!("fsd: {e:#}");
-            }
+            lfs_common::logging::fatal("fsd", &format!("{e:#}"));
             ExitCode::from(code as u8)
         }
     }
 }
 
-fn run(args: &Args) -> Result<(), Failure> {
-    let device = &args.device;
+fn run(args: &Args, socket_file: &mut Option<control::SocketFile>) -> Result<(), Failure> {
     // A malformed NBD name is bad usage, found before anything is done.
-    let name = DeviceName::parse(device).map_err(|e| fail(Exit::Usage, e))?;
-    let mut flags =
-        options::parse_mount_options(&args.options).map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
+    let name = DeviceName::parse(&args.device).map_err(|e| fail(Exit::Usage, e))?;
+    // The device by its canonical path: the name GET_SUPER reports and
+    // the mount table shows, which fsctl and cleanerd check against the
+    // device they were given (two images of one file name share a
+    // default socket name).
+    let canonical = match &name {
+        DeviceName::File(path) => std::fs::canonicalize(path).unwrap_or_else(|_| path.clone()),
+        DeviceName::Nbd(_) => args.device.clone(),
+    };
+    let device = &canonical;
+    let mut flags = options::parse_mount_options(&args.options, args.sloppy)
+        .map_err(|e| fail(Exit::Usage, anyhow!(e)))?;
     if let Some(conf) = &flags.gc_conf {
         // Checked now, and made absolute: cleanerd is started later, and
-        // again after any exit.
+        // again after any exit (after --daemon left the directory too).
         let abs = std::path::absolute(conf)
             .and_then(|p| std::fs::File::open(&p).map(|_| p))
             .map_err(|e| {
@@ -142,14 +220,22 @@ fn run(args: &Args) -> Result<(), Failure> {
             })?;
         flags.gc_conf = Some(abs);
     }
-    let overrides = Overrides::new(args.verbose, args.log_level, args.socket.clone());
-    let source = match &args.config {
-        Some(path) => Source::Explicit(path.clone()),
-        None => Source::Default,
+    // The command line wins over -o config= and socket= (an fstab line's
+    // way to say them).
+    let socket_arg = args.socket.clone().or_else(|| flags.socket.clone());
+    let overrides = Overrides::new(args.verbose, args.log_level, socket_arg);
+    let source = match args.config.as_ref().or(flags.config.as_ref()) {
+        // Absolute, so that a reload after --daemon left the directory
+        // reads the same file.
+        Some(path) => Source::Explicit(std::path::absolute(path).unwrap_or_else(|_| path.clone())),
+        None => config::system(),
     };
-    let (file_config, config_file) = source.load().map_err(|e| fail(Exit::Usage, e))?;
+    let (file_config, config_file) = config::load(&source).map_err(|e| fail(Exit::Usage, e))?;
     let config = overrides.apply(file_config);
     let env_logging = options::init_logging(config.log_level);
+    if args.daemon {
+        lfs_common::logging::hold_until_detached();
+    }
     match &config_file {
         Some(file) => info!("configuration from {}", file.display()),
         None => info!("no configuration file; built-in defaults"),
@@ -159,6 +245,9 @@ fn run(args: &Args) -> Result<(), Failure> {
     }
     for note in flags.notes() {
         warn!("{note}");
+    }
+    if !flags.ignored.is_empty() {
+        debug!("mount options left alone: {}", flags.ignored.join(","));
     }
 
     let socket = match &config.socket {
@@ -173,9 +262,30 @@ fn run(args: &Args) -> Result<(), Failure> {
 
     let mountpoint =
         options::check_mountpoint(&args.mountpoint).map_err(|e| fail(Exit::Mountpoint, e))?;
+    // Before any thread starts (the signal thread, the engine's): the
+    // parent waits here until the mount is ready or fsd failed.
+    let detached = if args.daemon {
+        let d = daemon::detach()
+            .map_err(|e| fail(Exit::Error, anyhow!("going to the background: {e}")))?;
+        // Nothing holds a directory of the caller's.
+        let _ = std::env::set_current_dir("/");
+        Some(d)
+    } else {
+        None
+    };
     let signals = signals::register()
         .map_err(|e| fail(Exit::Error, anyhow!("registering signal handlers: {e}")))?;
 
+    // The socket is fsd's before the device is touched: if another fsd
+    // answers there (a device of the same file name), nothing is
+    // recovered or written here.
+    let claimed = control::Claimed::claim(&socket).map_err(|e| {
+        let code = match e {
+            control::StartError::InUse(_) => Exit::Busy,
+            control::StartError::Io(..) => Exit::Error,
+        };
+        fail(code, anyhow!("{e}"))
+    })?;
     let dev = open_device(&name, flags.read_only)?;
     let opts = MountOptions {
         read_only: flags.read_only,
@@ -196,12 +306,19 @@ fn run(args: &Args) -> Result<(), Failure> {
             ),
             e => mount_failure(device, true, e),
         })?,
-        None => Fs::mount(dev, opts).map_err(|e| mount_failure(device, flags.read_only, e))?,
+        None => Fs::mount(dev, opts).map_err(|e| {
+            let damaged = matches!(e, lfs::Error::Corrupted { .. });
+            let failure = mount_failure(device, flags.read_only, e);
+            match damaged.then(|| rollback_hint(&name, device)).flatten() {
+                Some(hint) => Failure(failure.0, failure.1.context(hint)),
+                None => failure,
+            }
+        })?,
     };
 
     let snapshots = Arc::new(snapshots::Snapshots::new(Arc::clone(&fs), device, &flags));
     let service = control::service(Arc::clone(&fs), device, Arc::clone(&snapshots));
-    let control = match control::Control::start(Arc::clone(&service), &socket) {
+    let control = match control::Control::start(Arc::clone(&service), claimed) {
         Ok(c) => c,
         Err(e) => {
             let code = match e {
@@ -228,8 +345,10 @@ fn run(args: &Args) -> Result<(), Failure> {
     let mut session = match fuser::Session::new(adapter, &mountpoint, &settings) {
         Ok(s) => s,
         Err(e) => {
+            let why = mount::user_may_not_mount()
+                .unwrap_or_else(|| "is /dev/fuse there and usable?".to_owned());
             let e = anyhow!(e).context(format!(
-                "FUSE mount of {} on {} failed (is /dev/fuse there and usable?)",
+                "FUSE mount of {} on {} failed ({why})",
                 device.display(),
                 mountpoint.display()
             ));
@@ -257,7 +376,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         Box::new(move || thaw_to_stop(&fs, "stopping"))
     };
     let targets = signals::Targets {
-        unmounter: session.unmount_callable(),
+        unmounter: mount::Unmounter::new(session.unmount_callable()),
         mountpoint: mountpoint.clone(),
         device_number,
         reload,
@@ -274,7 +393,7 @@ fn run(args: &Args) -> Result<(), Failure> {
             ));
         }
     };
-    let cleaner = start_cleanerd(&flags, &socket);
+    let cleaner = start_cleanerd(&flags, &socket, args.daemon);
     info!(
         "mounted {} on {} ({}, {} request threads, block size {})",
         device.display(),
@@ -288,12 +407,19 @@ fn run(args: &Args) -> Result<(), Failure> {
         fs.block_size()
     );
 
+    if let Some(d) = detached {
+        if let Err(e) = d.ready() {
+            warn!("telling the caller that the mount is ready: {e}");
+        }
+    }
+    notify::notify("READY=1");
     let served = session.run();
+    notify::notify("STOPPING=1");
     if let Some(c) = cleaner {
         c.stop();
     }
     signal_thread.stop();
-    control.stop();
+    *socket_file = Some(control.stop());
     // The changes deferred by a freeze are answered before the final
     // checkpoint (their replies go nowhere now, but what they did lands).
     thaw_to_stop(&fs, "unmounted");
@@ -309,7 +435,11 @@ fn run(args: &Args) -> Result<(), Failure> {
 /// Starts cleanerd under supervision for a read-write mount, unless
 /// `-o nogc` (fsd(8), CLEANING). Not found, fsd says so and goes on: the
 /// engine keeps space without it.
-fn start_cleanerd(flags: &MountFlags, socket: &Path) -> Option<supervise::Supervisor> {
+fn start_cleanerd(
+    flags: &MountFlags,
+    socket: &Path,
+    daemon: bool,
+) -> Option<supervise::Supervisor> {
     if flags.read_only || flags.checkpoint.is_some() {
         return None;
     }
@@ -327,7 +457,8 @@ fn start_cleanerd(flags: &MountFlags, socket: &Path) -> Option<supervise::Superv
         );
         return None;
     };
-    match supervise::Supervisor::start(program, socket.to_path_buf(), flags.gc_conf.clone()) {
+    match supervise::Supervisor::start(program, socket.to_path_buf(), flags.gc_conf.clone(), daemon)
+    {
         Ok(s) => Some(s),
         Err(e) => {
             warn!("could not start the thread that supervises cleanerd: {e}");
@@ -352,6 +483,25 @@ fn open_device(name: &DeviceName, read_only: bool) -> Result<Arc<dyn BlockDevice
         )),
         Err(e) => Err(fail(Exit::Error, e)),
     }
+}
+
+/// When the last checkpoint is damaged and an older one is intact, what
+/// to do about it (read from the device again, read-only).
+fn rollback_hint(name: &DeviceName, device: &Path) -> Option<String> {
+    let dev = name
+        .open(OpenOptions {
+            read_only: true,
+            direct: false,
+            exclusive: false,
+        })
+        .ok()?;
+    let (intact, damaged) = lfs::checkpoint::rollback::newest_intact(dev).ok()??;
+    let shown = device.display();
+    Some(format!(
+        "checkpoint {damaged}, the last one, is damaged and checkpoint {intact} is the newest \
+         intact one: -o ro,cp={intact} mounts it read-only, `fsctl fsck --rollback {intact} \
+         {shown}` makes it the current one (what checkpoint {damaged} held is lost)"
+    ))
 }
 
 /// The exit status and message of a failed engine mount.
@@ -422,6 +572,19 @@ pub(crate) fn fuser_config(flags: &MountFlags, threads: usize, fsname: String) -
         mount_options.push(M::DefaultPermissions);
     }
     mount_options.push(if flags.read_only { M::RO } else { M::RW });
+    // Without dev and suid the kernel mounts nodev,nosuid (fuser's
+    // default, as libfuse's).
+    mount_options.extend(flags.kernel.iter().map(|k| match *k {
+        KernelFlag::Dev(true) => M::Dev,
+        KernelFlag::Dev(false) => M::NoDev,
+        KernelFlag::Suid(true) => M::Suid,
+        KernelFlag::Suid(false) => M::NoSuid,
+        KernelFlag::Exec(true) => M::Exec,
+        KernelFlag::Exec(false) => M::NoExec,
+        KernelFlag::Sync(true) => M::Sync,
+        KernelFlag::Sync(false) => M::Async,
+        KernelFlag::DirSync => M::DirSync,
+    }));
     let mut c = fuser::Config::default();
     c.mount_options = mount_options;
     c.acl = if flags.allow_other {
@@ -443,7 +606,7 @@ fn reload(
     fs: &Fs,
     env_logging: bool,
 ) {
-    let (loaded, file) = match source.load() {
+    let (loaded, file) = match config::load(source) {
         Ok(c) => c,
         Err(e) => {
             error!("reload failed, keeping the running configuration: {e}");
@@ -464,7 +627,7 @@ fn reload(
         match key {
             config::KEY_LOG_LEVEL if env_logging => restart.push(key),
             config::KEY_LOG_LEVEL => {
-                log::set_max_level(new.log_level);
+                lfs_common::logging::set_level(new.log_level);
                 current.log_level = new.log_level;
                 applied.push(key);
             }
@@ -532,7 +695,8 @@ mod tests {
 
     #[test]
     fn fuser_settings_follow_the_options() {
-        let flags = options::parse_mount_options(&["ro,allow_other".to_owned()]).unwrap();
+        let flags = options::parse_mount_options(&["ro,allow_other,noexec,sync".to_owned()], false)
+            .unwrap();
         let config = Config {
             threads: 7,
             ..Config::default()
@@ -545,6 +709,8 @@ mod tests {
             M::DefaultPermissions,
             M::RO,
             M::NoAtime,
+            M::NoExec,
+            M::Sync,
         ] {
             assert!(
                 c.mount_options.contains(&want),

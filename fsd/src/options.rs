@@ -9,16 +9,70 @@ use nix::errno::Errno;
 
 use fsd::config::Config;
 
-/// The `-o` options fsd knows.
+/// The `-o` options of fsd's own, as the refusal of an unknown one lists
+/// them (the generic ones of mount(8) are accepted too, see
+/// [`parse_mount_options`]).
 pub const MOUNT_OPTIONS: &[&str] = &[
     "ro",
     "rw",
     "cp=CNO",
     "allow_other",
     "default_permissions",
+    "config=FILE",
+    "socket=PATH",
     "nogc",
     "gcconf=PATH",
 ];
+
+/// The generic options mount(8), fstab(5) and systemd give every
+/// filesystem that concern only them (or the helper's caller): accepted
+/// and left alone, as FUSE filesystems do. `x-*` and `comment=*` too.
+pub const USERSPACE_OPTIONS: &[&str] = &[
+    "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail",
+];
+
+/// Access-time options: lfs keeps no access times (it is mounted
+/// noatime), which these ask no more than.
+pub const ATIME_OPTIONS: &[&str] = &["noatime", "relatime", "nodiratime", "lazytime"];
+
+/// A mount flag passed to the kernel with the FUSE mount, as mount(8)
+/// would for any filesystem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelFlag {
+    /// `dev` (true) or `nodev` (false, the default): device files work.
+    Dev(bool),
+    /// `suid` (true) or `nosuid` (false, the default): set-ID bits count.
+    Suid(bool),
+    /// `exec` (true, the default) or `noexec` (false).
+    Exec(bool),
+    /// `sync` (true) or `async` (false, the default): every write is
+    /// durable before it returns (the kernel fsyncs after it).
+    Sync(bool),
+    /// `dirsync`: directory changes are durable before they return.
+    DirSync,
+}
+
+impl KernelFlag {
+    fn parse(option: &str) -> Option<KernelFlag> {
+        Some(match option {
+            "dev" => KernelFlag::Dev(true),
+            "nodev" => KernelFlag::Dev(false),
+            "suid" => KernelFlag::Suid(true),
+            "nosuid" => KernelFlag::Suid(false),
+            "exec" => KernelFlag::Exec(true),
+            "noexec" => KernelFlag::Exec(false),
+            "sync" => KernelFlag::Sync(true),
+            "async" => KernelFlag::Sync(false),
+            "dirsync" => KernelFlag::DirSync,
+            _ => return None,
+        })
+    }
+
+    /// Whether `self` and `other` set the same flag (the later one wins).
+    fn same_kind(&self, other: &KernelFlag) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}
 
 /// What `-o` asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -36,6 +90,16 @@ pub struct MountFlags {
     /// `cp=CNO`: mount that older checkpoint (read-only) instead of the
     /// latest state.
     pub checkpoint: Option<u64>,
+    /// `config=FILE`: the configuration file (`--config` wins), for an
+    /// fstab line, which passes no command-line option.
+    pub config: Option<PathBuf>,
+    /// `socket=PATH`: the control socket (`--socket` wins).
+    pub socket: Option<PathBuf>,
+    /// The kernel's mount flags asked for, the last of each kind.
+    pub kernel: Vec<KernelFlag>,
+    /// Options accepted and left alone (mount(8)'s, access times), for the
+    /// log.
+    pub ignored: Vec<String>,
     /// `nogc`: do not start cleanerd (the engine still keeps space:
     /// history yields and it cleans itself when space runs short).
     pub no_gc: bool,
@@ -58,24 +122,43 @@ impl MountFlags {
     }
 }
 
+/// A `NAME=VALUE` option's path value, which must not be empty.
+fn path_value(option: &str, value: &str) -> Result<PathBuf, String> {
+    if value.is_empty() {
+        return Err(format!("-o {option}: the path is empty"));
+    }
+    Ok(PathBuf::from(value))
+}
+
 /// Parses every `-o` argument, each a comma-separated list. Later options
-/// win (`-o ro -o rw` is read-write), as with mount(8).
-pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
+/// win (`-o ro -o rw` is read-write), as with mount(8). With `sloppy`
+/// (mount -s), an unknown option is left alone (and reported in
+/// [`MountFlags::ignored`]) rather than refused.
+pub fn parse_mount_options(args: &[String], sloppy: bool) -> Result<MountFlags, String> {
     let mut flags = MountFlags::default();
     for option in args.iter().flat_map(|a| a.split(',')) {
+        if let Some(flag) = KernelFlag::parse(option) {
+            flags.kernel.retain(|k| !k.same_kind(&flag));
+            flags.kernel.push(flag);
+            continue;
+        }
         match option {
             "" => {}
             "ro" => flags.read_only = true,
             "rw" => flags.read_only = false,
             "allow_other" => flags.allow_other = true,
             "default_permissions" => flags.default_permissions = true,
-            "nogc" => flags.no_gc = true,
-            conf if conf.starts_with("gcconf=") => {
-                let path = &conf["gcconf=".len()..];
-                if path.is_empty() {
-                    return Err("-o gcconf= needs a path: cleanerd's configuration file".into());
-                }
-                flags.gc_conf = Some(PathBuf::from(path));
+            o if USERSPACE_OPTIONS.contains(&o)
+                || ATIME_OPTIONS.contains(&o)
+                || o.starts_with("x-")
+                || o.starts_with("comment=") =>
+            {
+                flags.ignored.push(o.to_owned())
+            }
+            "atime" | "strictatime" => {
+                return Err(format!(
+                    "-o {option}: lfs keeps no access times (it is mounted noatime)"
+                ))
             }
             cp if cp.starts_with("cp=") => {
                 let n = &cp[3..];
@@ -88,9 +171,16 @@ pub fn parse_mount_options(args: &[String]) -> Result<MountFlags, String> {
                     }
                 }
             }
+            "nogc" => flags.no_gc = true,
+            g if g.starts_with("gcconf=") => flags.gc_conf = Some(path_value(g, &g[7..])?),
+            c if c.starts_with("config=") => flags.config = Some(path_value(c, &c[7..])?),
+            s if s.starts_with("socket=") => flags.socket = Some(path_value(s, &s[7..])?),
+            other if sloppy => flags.ignored.push(other.to_owned()),
             other => {
                 return Err(format!(
-                    "unknown mount option {other:?} in -o (fsd knows {})",
+                    "unknown mount option {other:?} in -o (fsd knows {}, the kernel's \
+                     dev, suid, exec, sync, dirsync and their no- forms, and mount(8)'s \
+                     own such as defaults, noauto, nofail, _netdev, x-*)",
                     MOUNT_OPTIONS.join(", ")
                 ))
             }
@@ -147,50 +237,16 @@ impl Overrides {
     }
 }
 
-/// Starts logging to stderr. Without `RUST_LOG` every record passes the
-/// logger and `level` is enforced through `log::set_max_level`, so that a
-/// reload can change it; with `RUST_LOG`, env_logger's filter decides and
-/// the function returns true.
+/// Starts logging (lfs-common's logger: `fsd: TEXT` lines on stderr).
+/// Returns true if `RUST_LOG` decides the level rather than `level`.
 pub fn init_logging(level: LevelFilter) -> bool {
-    let from_env = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
-    let mut builder = env_logger::Builder::new();
-    if from_env {
-        builder.parse_default_env();
-    } else {
-        builder.filter_level(LevelFilter::Trace);
-    }
-    let logger = builder.build();
-    let max = if from_env { logger.filter() } else { level };
-    // Fails only if a logger is already installed, which main never does.
-    let _ = log::set_boxed_logger(Box::new(Quiet(logger)));
-    log::set_max_level(max);
-    from_env
+    lfs_common::logging::init("fsd", level, Some(is_spurious_unmount_warning))
 }
 
-/// env_logger without one misleading record. When a session ends after
+/// The one record dropped whatever the level. When a session ends after
 /// an external umount, fuser 0.18.0 unmounts again (its `is_mounted`
 /// takes POLLERR on the dead device for "still mounted") and warns that
-/// this failed with EINVAL. Nothing is wrong then, so that one warning is
-/// dropped; every other record passes.
-#[derive(Debug)]
-struct Quiet(env_logger::Logger);
-
-impl log::Log for Quiet {
-    fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
-        self.0.enabled(metadata)
-    }
-
-    fn log(&self, record: &log::Record<'_>) {
-        if !is_spurious_unmount_warning(record) {
-            self.0.log(record);
-        }
-    }
-
-    fn flush(&self) {
-        self.0.flush();
-    }
-}
-
+/// this failed with EINVAL. Nothing is wrong then.
 fn is_spurious_unmount_warning(record: &log::Record<'_>) -> bool {
     record.level() == log::Level::Warn
         && record.target() == "fuser::session"
@@ -232,7 +288,10 @@ mod tests {
     use super::*;
 
     fn opts(args: &[&str]) -> Result<MountFlags, String> {
-        parse_mount_options(&args.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        parse_mount_options(
+            &args.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            false,
+        )
     }
 
     #[test]
@@ -269,12 +328,32 @@ mod tests {
 
     #[test]
     fn unknown_mount_option_is_named() {
-        let e = opts(&["ro,noatime"]).unwrap_err();
-        assert!(e.contains("\"noatime\""), "{e}");
+        let e = opts(&["ro,bogus"]).unwrap_err();
+        assert!(e.contains("\"bogus\""), "{e}");
         assert!(
             e.contains("ro, rw, cp=CNO, allow_other, default_permissions"),
             "{e}"
         );
+        let f = parse_mount_options(&["ro,bogus".to_owned()], true).unwrap();
+        assert!(f.read_only);
+        assert_eq!(f.ignored, ["bogus"]);
+    }
+
+    #[test]
+    fn generic_options_are_accepted() {
+        let f = opts(&[
+            "defaults,noatime,nodev,nosuid,_netdev,nofail,x-systemd.automount,noauto,comment=x",
+        ])
+        .unwrap();
+        assert_eq!(f.kernel, [KernelFlag::Dev(false), KernelFlag::Suid(false)]);
+        assert_eq!(f.ignored.len(), 7, "{:?}", f.ignored);
+        let f = opts(&["sync,noexec", "async"]).unwrap();
+        assert_eq!(f.kernel, [KernelFlag::Exec(false), KernelFlag::Sync(false)]);
+        assert!(opts(&["atime"]).unwrap_err().contains("no access times"));
+        let f = opts(&["config=/etc/x.toml,socket=/run/x.sock"]).unwrap();
+        assert_eq!(f.config, Some(PathBuf::from("/etc/x.toml")));
+        assert_eq!(f.socket, Some(PathBuf::from("/run/x.sock")));
+        assert!(opts(&["config="]).is_err());
     }
 
     #[test]

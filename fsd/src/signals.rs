@@ -23,17 +23,20 @@
 //! unmounter, which acts only while the session's connection is alive
 //! (and afterwards keeps the session from unmounting again when it ends);
 //! retries and the forced unmount first check that the last mount at the
-//! mount point still has this session's device number.
+//! mount point still has this session's device number. A user's mount
+//! (made through fusermount3) is unmounted with `fusermount3 -u`, which
+//! cannot force: the second signal detaches it lazily (`mount.rs`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use fuser::SessionUnmounter;
 use log::{error, info, warn};
 use nix::errno::Errno;
-use nix::mount::{umount2, MntFlags};
+use nix::mount::MntFlags;
+
+use crate::mount::Unmounter;
 use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::{Handle, Signals};
 
@@ -55,9 +58,10 @@ pub fn register() -> io::Result<Registered> {
 
 /// What the signal thread acts on.
 pub struct Targets {
-    /// fuser's unmounter, used for the first attempt: once it has run,
-    /// the session no longer tries to unmount again when it ends.
-    pub unmounter: SessionUnmounter,
+    /// How the mount is removed: fuser's unmounter for the first attempt
+    /// (once it has run, the session no longer tries to unmount again
+    /// when it ends), umount(2) or fusermount3 after.
+    pub unmounter: Unmounter,
     /// The mount point (canonical).
     pub mountpoint: PathBuf,
     /// The mount's device number (`MAJOR << 20 | MINOR`), if it was found
@@ -198,11 +202,7 @@ fn name(signal: i32) -> &'static str {
 
 /// The first unmount attempt after SIGTERM or SIGINT.
 fn first_unmount(targets: &mut Targets) -> Stage {
-    let result = targets
-        .unmounter
-        .unmount()
-        .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(Errno::EIO as i32)));
-    match result {
+    match targets.unmounter.unmount() {
         Ok(()) => Stage::Unmounted,
         Err(Errno::EBUSY) => {
             warn!(
@@ -245,7 +245,7 @@ fn unmount_ours(targets: &Targets, flags: MntFlags) -> Result<(), Errno> {
             return Err(Errno::EINVAL);
         }
     }
-    umount2(&targets.mountpoint, flags)
+    targets.unmounter.unmount_with(&targets.mountpoint, flags)
 }
 
 /// The device number of the FUSE mount at `mountpoint` (the last one

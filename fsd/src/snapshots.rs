@@ -8,14 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use fuser::SessionUnmounter;
+use crate::mount::Unmounter;
 use lfs::fs::Fs;
 use log::{info, warn};
 
 /// One mounted checkpoint.
 struct Mounted {
     cno: u64,
-    unmounter: SessionUnmounter,
+    unmounter: Unmounter,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -104,7 +104,7 @@ impl Snapshots {
                     format!("FUSE mount of checkpoint {cno} on {path}: {e}"),
                 )
             })?;
-        let unmounter = session.unmount_callable();
+        let unmounter = Unmounter::new(session.unmount_callable());
         let registry = Arc::clone(&self.mounts);
         let key = p.clone();
         let thread = std::thread::Builder::new()
@@ -144,7 +144,7 @@ impl Snapshots {
             })?;
             if let Err(e) = m.unmounter.unmount() {
                 return Err(err(
-                    e.raw_os_error().unwrap_or(nix::libc::EBUSY),
+                    e as i32,
                     format!("unmounting checkpoint {} from {path}: {e}", m.cno),
                 ));
             }

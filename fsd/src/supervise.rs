@@ -9,7 +9,10 @@
 //!   not found, fsd says so once and mounts without it;
 //! * it gets fsd's control socket and, with `-o gcconf=PATH`, that
 //!   configuration file (else its own default, /etc/lfs/cleanerd.conf if
-//!   it exists); its output goes where fsd's does;
+//!   it exists); its output goes where fsd's does: standard error, or,
+//!   once fsd runs in the background (`--daemon`), syslog (`--syslog`,
+//!   its standard streams on /dev/null: it holds nothing of fsd's
+//!   caller);
 //! * when it exits, fsd starts it again after a back-off that doubles
 //!   from [`FIRST_BACKOFF`] to [`MAX_BACKOFF`] (reset once a run lasted
 //!   [`STABLE_RUN`]), logging each exit and its status once per status;
@@ -75,12 +78,19 @@ impl Supervisor {
         program: PathBuf,
         socket: PathBuf,
         conf: Option<PathBuf>,
+        syslog: bool,
     ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
         let s = Arc::clone(&shared);
+        let how = How {
+            program,
+            socket,
+            conf,
+            syslog,
+        };
         let thread = std::thread::Builder::new()
             .name("fsd-cleanerd".into())
-            .spawn(move || supervise(&s, &program, &socket, conf.as_deref()))?;
+            .spawn(move || supervise(&s, &how))?;
         Ok(Supervisor {
             shared,
             thread: Some(thread),
@@ -119,20 +129,42 @@ fn signal(shared: &Shared, sig: Signal) {
     }
 }
 
-fn spawn(program: &Path, socket: &Path, conf: Option<&Path>) -> std::io::Result<Child> {
-    let mut cmd = Command::new(program);
-    if let Some(c) = conf {
+/// How cleanerd is started.
+#[derive(Debug)]
+struct How {
+    program: PathBuf,
+    socket: PathBuf,
+    conf: Option<PathBuf>,
+    /// Log to syslog, standard streams on /dev/null (fsd in the
+    /// background).
+    syslog: bool,
+}
+
+fn spawn(how: &How) -> std::io::Result<Child> {
+    let mut cmd = Command::new(&how.program);
+    if let Some(c) = &how.conf {
         cmd.arg("-c").arg(c);
     }
-    cmd.arg(socket)
+    let out = || {
+        if how.syslog {
+            Stdio::null()
+        } else {
+            Stdio::inherit()
+        }
+    };
+    if how.syslog {
+        cmd.arg("--syslog");
+    }
+    cmd.arg(&how.socket)
         .stdin(Stdio::null())
-        .stdout(Stdio::inherit())
-        .stderr(Stdio::inherit())
+        .stdout(out())
+        .stderr(out())
         .spawn()
 }
 
 /// The supervisor thread's loop.
-fn supervise(shared: &Shared, program: &Path, socket: &Path, conf: Option<&Path>) {
+fn supervise(shared: &Shared, how: &How) {
+    let (program, socket, conf) = (&how.program, &how.socket, how.conf.as_deref());
     let mut backoff = FIRST_BACKOFF;
     let mut last_status: Option<String> = None;
     loop {
@@ -140,7 +172,7 @@ fn supervise(shared: &Shared, program: &Path, socket: &Path, conf: Option<&Path>
             return;
         }
         let started = Instant::now();
-        let status = match spawn(program, socket, conf) {
+        let status = match spawn(how) {
             Ok(mut child) => {
                 *lock(&shared.pid) = child.id() as i32;
                 // Stopping may have begun between the check and the pid:
@@ -219,7 +251,7 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let s = Supervisor::start(prog, dir.path().join("sock"), None).unwrap();
+        let s = Supervisor::start(prog, dir.path().join("sock"), None, false).unwrap();
         // Runs at 0 s and, after the first back-off, at about 1 s.
         let t = Instant::now();
         while std::fs::read_to_string(&count).map_or(0, |c| c.lines().count()) < 2 {
@@ -237,7 +269,7 @@ mod tests {
         std::fs::write(&prog, "#!/bin/sh\nexec sleep 600\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&prog, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let s = Supervisor::start(prog, dir.path().join("sock"), None).unwrap();
+        let s = Supervisor::start(prog, dir.path().join("sock"), None, false).unwrap();
         let t = Instant::now();
         while *lock(&s.shared.pid) == 0 {
             assert!(t.elapsed() < Duration::from_secs(30), "not started");

@@ -137,7 +137,7 @@ mod tests {
         check_error(
             "a\nb",
             &ConfigError {
-                file: FILE.into(),
+                file: Some(FILE.into()),
                 line: Some(3),
                 key: None,
                 reason: "x".into(),

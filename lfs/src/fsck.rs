@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
+use crate::checkpoint::recover::Target;
 use crate::format::{FileType, FIRST_USER_INO, IFILE_INO, ORPHAN_INO, ROOT_INO};
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::State;
@@ -42,6 +43,10 @@ pub struct FsckReport {
     pub directories: u64,
     /// Data, indirect and metadata blocks referenced.
     pub blocks: u64,
+    /// When the last checkpoint is damaged: the newest intact one, which
+    /// was checked instead (`cno`), and which a rollback can make the
+    /// current one (`checkpoint::rollback`).
+    pub rollback_to: Option<u64>,
 }
 
 impl FsckReport {
@@ -64,7 +69,7 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
             sb_errors.push(format!("{copy} superblock: {e}"));
         }
     }
-    let (mut st, rep) = match State::recover(dev, true) {
+    let (mut st, rep) = match State::recover(Arc::clone(&dev), true) {
         Ok(x) => x,
         // Both copies unusable, at least one an lfs superblock that fails
         // its checksum or holds an impossible field: a damaged lfs
@@ -83,19 +88,33 @@ pub fn fsck(dev: Arc<dyn BlockDevice>) -> Result<FsckReport> {
                 ..FsckReport::default()
             });
         }
-        // No checkpoint to check is itself the finding.
+        // A damaged last checkpoint is itself a finding; the newest
+        // intact one, if there is one, is checked instead.
         Err(e @ crate::Error::Corrupted { .. }) => {
-            sb_errors.push(format!("no valid checkpoint: {e}"));
-            return Ok(FsckReport {
-                errors: sb_errors,
-                ..FsckReport::default()
-            });
+            match State::recover_to(dev, true, Target::Intact) {
+                Ok((st, rep)) if rep.damaged.is_some() => {
+                    sb_errors.push(format!(
+                        "the last checkpoint is damaged ({e}); checkpoint {} is the newest \
+                         intact one, checked below",
+                        rep.cno
+                    ));
+                    (st, rep)
+                }
+                _ => {
+                    sb_errors.push(format!("no valid checkpoint: {e}"));
+                    return Ok(FsckReport {
+                        errors: sb_errors,
+                        ..FsckReport::default()
+                    });
+                }
+            }
         }
         Err(e) => return Err(e),
     };
     let mut r = FsckReport {
         cno: rep.cno,
         errors: sb_errors,
+        rollback_to: rep.damaged.map(|_| rep.cno),
         ..FsckReport::default()
     };
     let mut live: BTreeMap<u64, u32> = BTreeMap::new();

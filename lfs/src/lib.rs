@@ -24,6 +24,5 @@ pub mod inspect;
 pub mod log;
 pub mod mkfs;
 pub mod stats;
-pub mod units;
 
 pub use error::{Error, Result};

@@ -26,7 +26,6 @@ use crate::format::{
     SuFileHeader, SuperRoot, Superblock, Writer, CNO_LIVE, CPFILE_INO, DAT_INO, FIRST_USER_INO,
     IFILE_INO, LABEL_LEN, LOG_FLAG_SUPER_ROOT, ROOT_INO, SUFILE_INO, SU_FLAG_ACTIVE, SU_FLAG_DIRTY,
 };
-pub use crate::units::human_bytes;
 use crate::{Error, Result};
 
 /// Bytes zeroed at each end of the device before formatting: covers the
@@ -54,6 +53,11 @@ pub struct MkfsOptions {
     pub now_nsec: u32,
     /// Discard the whole device first.
     pub discard: bool,
+    /// Owner of the root directory, who owns the filesystem (fsd takes
+    /// changing control requests from root and from this user).
+    pub root_uid: u32,
+    /// Group of the root directory.
+    pub root_gid: u32,
 }
 
 /// The checksum seed for a filesystem whose uuid was chosen rather than
@@ -76,6 +80,8 @@ impl MkfsOptions {
             now_secs,
             now_nsec,
             discard: true,
+            root_uid: 0,
+            root_gid: 0,
         }
     }
 }
@@ -288,6 +294,8 @@ fn initial_log(sb: &Superblock, opts: &MkfsOptions) -> Vec<Vec<u8>> {
     let root = Inode {
         mode: 0o040755,
         nlink: 2,
+        uid: opts.root_uid,
+        gid: opts.root_gid,
         atime: now,
         mtime: now,
         ctime: now,

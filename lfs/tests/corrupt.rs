@@ -420,11 +420,21 @@ fn a_damaged_last_checkpoint_is_refused_not_silently_rolled_back() {
             && shown.contains("log summary: checksum mismatch"),
         "{shown}"
     );
+    // fsck says so, and checks the newest intact checkpoint instead, which
+    // a rollback (explicit: tests/rollback.rs) could make current.
     let rep = lfs::fsck::fsck(Arc::new(MemDevice::from_vec(bad))).unwrap();
     assert!(
-        rep.errors.iter().any(|e| e.contains("no valid checkpoint")),
+        rep.errors
+            .iter()
+            .any(|e| e.contains("the last checkpoint is damaged")),
         "{:?}",
         rep.errors
+    );
+    assert!(!rep.is_clean());
+    assert!(
+        rep.rollback_to
+            .is_some_and(|k| k < sb.last_cno && k == rep.cno),
+        "{rep:?}"
     );
 }
 

@@ -39,7 +39,7 @@ use std::process::Command;
 
 use harness::{fsd_refusal, mkdir, Fsd, CMD_TIMEOUT, EXIT_OK};
 use image::{blocks_of, populated, Structure, BS};
-use lfs_e2e::{built_binary, run, temp_dir};
+use lfs_e2e::{run, temp_dir};
 use nix::sys::signal::Signal;
 
 /// What fsd must do with a fixture's image.
@@ -199,7 +199,7 @@ fn fixtures() -> Vec<PathBuf> {
 /// Runs `fsctl fsck` on the image; a failure message, if any.
 fn check_fsck(f: &Fixture, image: &Path) -> Option<String> {
     let o = run(
-        Command::new(built_binary("fsctl")).arg("fsck").arg(image),
+        &mut lfs_e2e::daemons::fsctl(&["fsck".as_ref(), image.as_os_str()]),
         CMD_TIMEOUT,
     );
     if o.status.code() != Some(f.fsck_code) {

@@ -13,11 +13,16 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use anyhow::{anyhow, Context};
+use anyhow::anyhow;
 use clap::Parser;
 use lfs::blockdev::{BlockDevice, DeviceName, FileDevice, OpenOptions};
 use lfs::format;
-use lfs::mkfs::{human_bytes, Geometry, MkfsOptions};
+use lfs::mkfs::{Geometry, MkfsOptions};
+use lfs_common::report::{error_line, io_reason};
+use lfs_common::units::{human_bytes, parse_size};
+
+/// The name messages start with.
+const PROGRAM: &str = "mkfs.lfs";
 
 /// Exit statuses, as documented in mkfs.lfs(8).
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +79,7 @@ struct Args {
     uuid: Option<[u8; 16]>,
 
     /// Create the image file, or extend it, to SIZE bytes (suffixes K, M, G, T, P).
-    #[arg(short = 's', long, value_name = "SIZE", value_parser = lfs::units::parse_size)]
+    #[arg(short = 's', long, value_name = "SIZE", value_parser = parse_size)]
     size: Option<u64>,
 
     /// Print the geometry and write nothing.
@@ -93,17 +98,24 @@ struct Args {
     #[arg(short = 'q', long)]
     quiet: bool,
 
+    /// Print the completion script for SHELL (bash, zsh, fish, elvish, powershell) and exit.
+    #[arg(long, value_name = "SHELL", exclusive = true)]
+    completions: Option<lfs_common::completions::Shell>,
+
     /// Block device, image file or NBD export (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH) to format.
     device: PathBuf,
 }
 
 fn main() -> ExitCode {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    lfs_common::logging::init(PROGRAM, log::LevelFilter::Warn, None);
+    if lfs_common::completions::requested(<Args as clap::CommandFactory>::command) {
+        return ExitCode::from(Exit::Ok as u8);
+    }
     let args = Args::parse();
     match run(&args) {
         Ok(()) => ExitCode::from(Exit::Ok as u8),
         Err(Failure(code, e)) => {
-            eprintln!("mkfs.lfs: {e:#}");
+            eprintln!("{}", error_line(PROGRAM, &format!("{e:#}")));
             ExitCode::from(code as u8)
         }
     }
@@ -116,6 +128,10 @@ fn run(args: &Args) -> Result<(), Failure> {
     lfs::mkfs::validate(&opts).map_err(|e| fail(Exit::Usage, e))?;
 
     let name = DeviceName::parse(dev_path).map_err(|e| fail(Exit::Usage, e))?;
+    // Every check (in use, attached to a loop device, an existing
+    // filesystem, shrinking) comes before the first change to the target:
+    // a refusal leaves it exactly as it was, a dry run makes the same
+    // checks as the real run.
     let (dev, kind) = match &name {
         DeviceName::Nbd(_) => (open_nbd(args, &name, &shown)?, "NBD export"),
         DeviceName::File(_) => match open_file(args, &shown, &opts)? {
@@ -125,23 +141,9 @@ fn run(args: &Args) -> Result<(), Failure> {
         },
     };
     let dev = &*dev;
-
-    if let Some(sig) = lfs::inspect::probe_signature(dev).map_err(|e| fail(Exit::Error, e))? {
-        if !args.force && !args.dry_run {
-            return Err(fail(
-                Exit::Exists,
-                anyhow!(
-                    "{shown} already holds a filesystem ({}); use -f to overwrite it",
-                    sig.name()
-                ),
-            ));
-        }
-        if !args.quiet {
-            println!("{shown}: overwriting an existing {} filesystem", sig.name());
-        }
-    }
     if args.dry_run {
-        return report_plan(args, &shown, dev.len(), &opts, kind);
+        let len = args.size.unwrap_or(dev.len());
+        return report_plan(args, &shown, len, &opts, kind);
     }
     // Planning first separates geometry errors from I/O errors.
     lfs::mkfs::plan(dev.len(), &opts).map_err(|e| plan_failure(&shown, e))?;
@@ -170,6 +172,31 @@ fn open_failure(e: std::io::Error) -> Failure {
     fail(code, anyhow!(e))
 }
 
+/// Refuses a device that holds a filesystem unless -f was given (a dry
+/// run refuses as the real run would).
+fn check_existing(args: &Args, shown: &str, dev: &dyn BlockDevice) -> Result<(), Failure> {
+    if let Some(sig) = lfs::inspect::probe_signature(dev).map_err(|e| fail(Exit::Error, e))? {
+        if !args.force {
+            return Err(fail(
+                Exit::Exists,
+                anyhow!(
+                    "{shown} already holds a filesystem ({}); use -f to overwrite it",
+                    sig.name()
+                ),
+            ));
+        }
+        if !args.quiet {
+            let verb = if args.dry_run {
+                "would overwrite"
+            } else {
+                "overwriting"
+            };
+            println!("{shown}: {verb} an existing {} filesystem", sig.name());
+        }
+    }
+    Ok(())
+}
+
 /// Connects to an NBD export; `--size` has no meaning there.
 fn open_nbd(args: &Args, name: &DeviceName, shown: &str) -> Result<Arc<dyn BlockDevice>, Failure> {
     if args.size.is_some() {
@@ -178,17 +205,20 @@ fn open_nbd(args: &Args, name: &DeviceName, shown: &str) -> Result<Arc<dyn Block
             anyhow!("{shown} is an NBD export: --size applies only to image files"),
         ));
     }
-    name.open(OpenOptions {
-        read_only: args.dry_run,
-        direct: false,
-        exclusive: true,
-    })
-    .map_err(open_failure)
+    let dev = name
+        .open(OpenOptions {
+            read_only: args.dry_run,
+            direct: false,
+            exclusive: true,
+        })
+        .map_err(open_failure)?;
+    check_existing(args, shown, dev.as_ref())?;
+    Ok(dev)
 }
 
-/// Opens an image file (creating or resizing it with --size) or a block
-/// device, after the checks that need the operating system. `None` if a
-/// dry run was fully answered without a device.
+/// Opens an image file or a block device after every check that needs
+/// the operating system, and only then creates or resizes an image
+/// (`--size`). `None` if a dry run was fully answered without a device.
 fn open_file(args: &Args, shown: &str, opts: &MkfsOptions) -> Result<Option<Opened>, Failure> {
     let dev_path = &args.device;
     let existing = fs::metadata(dev_path);
@@ -203,18 +233,24 @@ fn open_file(args: &Args, shown: &str, opts: &MkfsOptions) -> Result<Option<Open
                 anyhow!("{shown} is a block device: --size applies only to image files"),
             ));
         }
-        if args.dry_run {
-            let len = existing.as_ref().map(|m| m.len().max(size)).unwrap_or(size);
-            return report_plan(args, shown, len, opts, "image file").map(|()| None);
-        }
         // Refuse a too-small size before creating or resizing anything.
         lfs::mkfs::plan(size, opts).map_err(|e| plan_failure(shown, e))?;
-        prepare_image(dev_path, size, args.force)?;
-    } else if let Err(e) = &existing {
-        return Err(fail(
-            Exit::Error,
-            anyhow!("cannot open {shown}: {e} (use --size SIZE to create an image file)"),
-        ));
+    }
+    match (&existing, args.size) {
+        (Ok(_), _) => {}
+        (Err(e), None) => {
+            return Err(fail(
+                Exit::Error,
+                anyhow!(
+                    "cannot open {shown}: {} (use --size SIZE to create an image file)",
+                    io_reason(e)
+                ),
+            ))
+        }
+        (Err(_), Some(size)) if args.dry_run => {
+            return report_plan(args, shown, size, opts, "image file").map(|()| None);
+        }
+        (Err(_), Some(_)) => create_image(dev_path)?,
     }
 
     if let Some(loopdev) = attached_loop_device(dev_path) {
@@ -223,21 +259,53 @@ fn open_file(args: &Args, shown: &str, opts: &MkfsOptions) -> Result<Option<Open
             anyhow!("{shown} is attached to {loopdev}; format {loopdev} instead, or detach it"),
         ));
     }
-    let dev = FileDevice::open(
+    if args.dry_run {
+        probe_in_use(dev_path, shown)?;
+    }
+    let mut dev = FileDevice::open(
         dev_path,
         OpenOptions {
             read_only: args.dry_run,
             direct: false,
-            exclusive: true,
+            exclusive: !args.dry_run,
         },
     )
     .map_err(open_failure)?;
+    check_existing(args, shown, &dev)?;
+    if let Some(size) = args.size {
+        check_shrink(shown, dev.len(), size, args.force)?;
+        if !args.dry_run && dev.len() != size {
+            dev.set_len(size).map_err(|e| fail(Exit::Error, e))?;
+        }
+    }
     let kind = if dev.is_block_device() {
         "block device"
     } else {
         "image file"
     };
     Ok(Some((Arc::new(dev), kind)))
+}
+
+/// For a dry run, which opens the device read-only: refuses as the real
+/// run's exclusive open would, without holding anything.
+fn probe_in_use(path: &Path, shown: &str) -> Result<(), Failure> {
+    let probe = FileDevice::open(
+        path,
+        OpenOptions {
+            read_only: false,
+            direct: false,
+            exclusive: true,
+        },
+    );
+    match probe {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::ResourceBusy => Err(open_failure(e)),
+        // Not writable by this user, say: the dry run can still plan.
+        Err(e) => {
+            log::debug!("{shown}: not opened read-write for the dry run's busy check: {e}");
+            Ok(())
+        }
+    }
 }
 
 fn report_plan(
@@ -334,27 +402,35 @@ fn options(args: &Args) -> Result<MkfsOptions, Failure> {
     o.reserved_percent = args.reserved_percent;
     o.label = args.label.clone();
     o.discard = !args.no_discard;
+    // The user formatting it owns it (root: 0:0, as before), so that a
+    // user can mount, snapshot and clean an image of their own.
+    o.root_uid = nix::unistd::geteuid().as_raw();
+    o.root_gid = nix::unistd::getegid().as_raw();
     Ok(o)
 }
 
-/// Creates the image file or extends it to `size` bytes. Shrinking needs -f.
-fn prepare_image(path: &Path, size: u64, force: bool) -> Result<(), Failure> {
-    let shown = path.display();
-    let f = fs::OpenOptions::new()
+/// Creates an empty image file where none exists; `--size` gives it its
+/// length once every check has passed.
+fn create_image(path: &Path) -> Result<(), Failure> {
+    fs::OpenOptions::new()
         .write(true)
-        .create(true)
-        .truncate(false)
+        .create_new(true)
         .open(path)
+        .map(drop)
         .map_err(|e| {
             fail(
                 Exit::Error,
-                anyhow!("cannot create image file {shown}: {e}"),
+                anyhow!(
+                    "cannot create image file {}: {}",
+                    path.display(),
+                    io_reason(&e)
+                ),
             )
-        })?;
-    let cur = f
-        .metadata()
-        .map_err(|e| fail(Exit::Error, anyhow!("cannot stat {shown}: {e}")))?
-        .len();
+        })
+}
+
+/// Shrinking an image needs -f.
+fn check_shrink(shown: &str, cur: u64, size: u64, force: bool) -> Result<(), Failure> {
     if cur > size && !force {
         return Err(fail(
             Exit::Usage,
@@ -362,11 +438,6 @@ fn prepare_image(path: &Path, size: u64, force: bool) -> Result<(), Failure> {
                 "{shown} is {cur} bytes, larger than --size {size}; refusing to shrink it without -f"
             ),
         ));
-    }
-    if cur != size {
-        f.set_len(size)
-            .with_context(|| format!("resizing image file {shown} to {size} bytes"))
-            .map_err(|e| fail(Exit::Error, e))?;
     }
     Ok(())
 }
@@ -405,8 +476,9 @@ fn print_geometry(shown: &str, kind: &str, geo: &Geometry, opts: &MkfsOptions, d
         human_bytes(geo.segment_bytes())
     );
     println!(
-        "  segments            {} ({} reserved for cleaning, {}%)",
-        geo.nsegments, geo.reserved_segments, geo.reserved_percent
+        "  segments            {} ({})",
+        geo.nsegments,
+        format::describe_reserve(geo.nsegments, geo.reserved_percent)
     );
     println!("  device blocks       {}", geo.total_blocks);
     println!("  usable space        {}", human_bytes(geo.usable_bytes()));

@@ -122,6 +122,10 @@ pub struct CodeInfo {
     /// Whether it changes the filesystem: only root or the filesystem's
     /// owner may send it.
     pub mutating: bool,
+    /// Whether its reply names files (paths): also only root or the
+    /// owner, since the socket's group is not checked against the
+    /// directories that hold them.
+    pub names_files: bool,
     /// Whether this version serves it (reserved codes are not served).
     pub served: bool,
 }
@@ -131,12 +135,22 @@ const fn info(code: u32, name: &'static str, mutating: bool, served: bool) -> Co
         code,
         name,
         mutating,
+        names_files: false,
         served,
     }
 }
 
+/// A query whose reply names files.
+const fn naming(code: u32, name: &'static str) -> CodeInfo {
+    CodeInfo {
+        names_files: true,
+        ..info(code, name, false, true)
+    }
+}
+
 /// Every code this version knows, served and reserved. A new code gets a
-/// line here, which forces a decision on `mutating`.
+/// line here, which forces a decision on `mutating` (and `names_files`:
+/// `naming` for a query whose reply holds paths).
 pub const ALL: &[CodeInfo] = &[
     info(GET_SUSTAT, "GET_SUSTAT", false, true),
     info(GET_SUINFO, "GET_SUINFO", false, true),
@@ -155,7 +169,7 @@ pub const ALL: &[CodeInfo] = &[
     info(THAW, "THAW", true, true),
     info(MOUNT_CHECKPOINT, "MOUNT_CHECKPOINT", true, true),
     info(UMOUNT_CHECKPOINT, "UMOUNT_CHECKPOINT", true, true),
-    info(GET_DIFF, "GET_DIFF", false, true),
+    naming(GET_DIFF, "GET_DIFF"),
     info(GET_SUPER, "GET_SUPER", false, true),
 ];
 
@@ -341,5 +355,15 @@ mod tests {
             ]
         );
         assert!(ALL.iter().all(|i| i.served), "no code is reserved now");
+    }
+
+    #[test]
+    fn only_the_diff_names_files() {
+        let naming: Vec<&str> = ALL
+            .iter()
+            .filter(|i| i.names_files)
+            .map(|i| i.name)
+            .collect();
+        assert_eq!(naming, ["GET_DIFF"]);
     }
 }

@@ -12,8 +12,9 @@
 //! request frames; the daemon answers each with exactly one reply frame,
 //! in order, carrying the request's code and id. The daemon reads each
 //! peer's credentials (SO_PEERCRED) when it connects; requests that change
-//! the filesystem ([`server::is_mutating`]) are refused with EPERM unless
-//! the peer is root or the filesystem's owner.
+//! the filesystem ([`server::is_mutating`]) or whose reply names files
+//! ([`server::names_files`]) are refused with EPERM unless the peer is
+//! root or the filesystem's owner.
 //!
 //! The requests in [`codes::IOCTL`] are also served as ioctl(2) on a file
 //! of the mount, the payload being the ioctl's argument.
@@ -125,6 +126,6 @@ pub use frame::{
 };
 pub use msg::{DecodeError, Message, Request};
 pub use server::{
-    check_permission, dispatch, is_mutating, serve_connection, serve_connection_with, Closed,
-    Handler, Peer, ServeConfig, Service,
+    check_permission, dispatch, is_mutating, names_files, serve_connection, serve_connection_with,
+    Closed, Handler, Peer, ServeConfig, Service,
 };

@@ -3,8 +3,33 @@
 
 use std::path::{Path, PathBuf};
 
-/// Where the default control socket goes: `SOCKET_DIR/<device name>.sock`.
+/// Where root's default control sockets go: `SOCKET_DIR/<device name>.sock`.
 pub const SOCKET_DIR: &str = "/run/lfs";
+/// The directory under a user's runtime directory that holds that user's
+/// default control sockets.
+pub const USER_SOCKET_SUBDIR: &str = "lfs";
+
+/// The directory of the default control sockets of the filesystems user
+/// `uid` mounts: root's in [`SOCKET_DIR`]; any other user's in that
+/// user's runtime directory (only root may create files in /run):
+/// `$XDG_RUNTIME_DIR/lfs` for the user running, if set, else
+/// `/run/user/UID/lfs` (what the variable usually says).
+pub fn socket_dir_for(uid: u32) -> PathBuf {
+    if uid == 0 {
+        return PathBuf::from(SOCKET_DIR);
+    }
+    let runtime = std::env::var_os("XDG_RUNTIME_DIR")
+        .filter(|d| !d.is_empty() && uid == nix::unistd::geteuid().as_raw())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!("/run/user/{uid}")));
+    runtime.join(USER_SOCKET_SUBDIR)
+}
+
+/// The directory of this user's default control sockets
+/// ([`socket_dir_for`] the effective user).
+pub fn socket_dir() -> PathBuf {
+    socket_dir_for(nix::unistd::geteuid().as_raw())
+}
 /// Suffix of the default control socket's name.
 pub const SOCKET_SUFFIX: &str = ".sock";
 /// Longest socket path in bytes: `sun_path` holds 108 bytes with the NUL.
@@ -39,11 +64,22 @@ fn nbd_socket_stem(name: &str) -> String {
 
 /// The default control socket for `device`:
 /// `/run/lfs/<device file name>.sock`, or for an NBD name
-/// `/run/lfs/<name made a file name>.sock` (see `nbd_socket_stem`).
+/// `/run/lfs/<name made a file name>.sock` (see `nbd_socket_stem`); for a
+/// user other than root in [`socket_dir`] instead of /run/lfs.
 pub fn default_socket_path(device: &Path) -> Result<PathBuf, String> {
+    default_socket_path_in(&socket_dir(), device)
+}
+
+/// [`default_socket_path`] in the socket directory of user `uid` (the
+/// owner of a mount fsctl was pointed at).
+pub fn default_socket_path_for(device: &Path, uid: u32) -> Result<PathBuf, String> {
+    default_socket_path_in(&socket_dir_for(uid), device)
+}
+
+fn default_socket_path_in(dir: &Path, device: &Path) -> Result<PathBuf, String> {
     if is_nbd_name(device) {
         let stem = nbd_socket_stem(&device.to_string_lossy());
-        let path = Path::new(SOCKET_DIR).join(format!("{stem}{SOCKET_SUFFIX}"));
+        let path = dir.join(format!("{stem}{SOCKET_SUFFIX}"));
         validate_socket_path(&path)?;
         return Ok(path);
     }
@@ -55,7 +91,7 @@ pub fn default_socket_path(device: &Path) -> Result<PathBuf, String> {
     })?;
     let mut file = name.to_os_string();
     file.push(SOCKET_SUFFIX);
-    let path = Path::new(SOCKET_DIR).join(file);
+    let path = dir.join(file);
     validate_socket_path(&path)?;
     Ok(path)
 }
@@ -121,6 +157,19 @@ mod tests {
         assert!(!is_nbd_name(Path::new("/dev/nbd0")));
         let long = format!("nbd://h/{}", "x".repeat(120));
         assert!(default_socket_path(Path::new(&long)).is_err());
+    }
+
+    #[test]
+    fn users_sockets_go_to_their_runtime_directory() {
+        assert_eq!(socket_dir_for(0), PathBuf::from("/run/lfs"));
+        assert_eq!(
+            socket_dir_for(4_000_000),
+            PathBuf::from("/run/user/4000000/lfs")
+        );
+        assert_eq!(
+            default_socket_path_for(Path::new("/srv/u.img"), 4_000_000).unwrap(),
+            PathBuf::from("/run/user/4000000/lfs/u.img.sock")
+        );
     }
 
     #[test]

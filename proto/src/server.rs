@@ -162,11 +162,19 @@ pub fn is_mutating(code: u32) -> bool {
     info_of(code).is_some_and(|i| i.mutating)
 }
 
-/// The permission rule: a mutating request only from root or `owner_uid`
-/// (EPERM otherwise); any other request from anyone who could connect (the
-/// socket's mode and group decide that).
+/// Whether `code`'s reply names files (GET_DIFF): only root or the
+/// filesystem's owner may send it, since whoever reaches the socket is
+/// not checked against the directories that hold the names.
+pub fn names_files(code: u32) -> bool {
+    info_of(code).is_some_and(|i| i.names_files)
+}
+
+/// The permission rule: a mutating request, or one whose reply names
+/// files, only from root or `owner_uid` (EPERM otherwise); any other
+/// request from anyone who could connect (the socket's mode and group
+/// decide that).
 pub fn check_permission(code: u32, peer: &Peer, owner_uid: u32) -> Result<(), i32> {
-    if is_mutating(code) && peer.uid != 0 && peer.uid != owner_uid {
+    if (is_mutating(code) || names_files(code)) && peer.uid != 0 && peer.uid != owner_uid {
         return Err(Errno::EPERM as i32);
     }
     Ok(())

@@ -12,7 +12,7 @@ use std::io;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
 
-use crate::path::{default_socket_path, is_nbd_name};
+use crate::path::{default_socket_path, default_socket_path_for, is_nbd_name};
 
 /// The mount type fsd registers.
 pub const FSTYPE: &str = "fuse.lfs";
@@ -70,9 +70,18 @@ fn unescape(field: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// (mount point, fstype, source) of every mount listed in `text`, in
-/// mountinfo(5) format.
-fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
+/// One mount of the mount table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountEntry {
+    mountpoint: PathBuf,
+    fstype: String,
+    source: String,
+    /// A FUSE mount's `user_id=` (the user who mounted it), if shown.
+    user_id: Option<u32>,
+}
+
+/// Every mount listed in `text`, in mountinfo(5) format.
+fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|l| {
             let (pre, post) = l.split_once(" - ")?;
@@ -80,21 +89,40 @@ fn parse_mountinfo(text: &str) -> Vec<(PathBuf, String, String)> {
             let mut post = post.split(' ');
             let fstype = post.next()?;
             let source = post.next()?;
-            Some((
-                PathBuf::from(unescape(mp)),
-                fstype.to_string(),
-                unescape(source),
-            ))
+            let user_id = post.next().and_then(|opts| {
+                opts.split(',')
+                    .find_map(|o| o.strip_prefix("user_id="))
+                    .and_then(|u| u.parse().ok())
+            });
+            Some(MountEntry {
+                mountpoint: PathBuf::from(unescape(mp)),
+                fstype: fstype.to_string(),
+                source: unescape(source),
+                user_id,
+            })
         })
         .collect()
 }
 
 /// What a target names.
+///
+/// Sockets are found by name, and a name is not an identity: two images
+/// called `ok.img` in two directories get the same default socket, so the
+/// fsd answering there may serve the other one. [`Resolved::device`] is
+/// what the answering fsd must serve (checked with [`same_device`]
+/// against the device GET_SUPER reports) before anything is asked of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resolved {
-    /// A control socket: the target itself, or the socket of the lfs
-    /// mount holding it. Only a daemon can answer.
+    /// A control socket given as the target: whoever answers there.
     Socket(PathBuf),
+    /// An lfs mount holding the target, and the socket fsd names after
+    /// its device.
+    Mount {
+        /// The mount's device (its source in the mount table).
+        device: PathBuf,
+        /// The socket fsd names after it.
+        socket: PathBuf,
+    },
     /// A device, image file or NBD name outside any lfs mount, and the
     /// socket an fsd serving it would have: if none answers there, the
     /// device itself can still be read.
@@ -110,8 +138,46 @@ impl Resolved {
     /// The control socket to try.
     pub fn socket(&self) -> &Path {
         match self {
-            Resolved::Socket(s) | Resolved::Device { socket: s, .. } => s,
+            Resolved::Socket(s)
+            | Resolved::Mount { socket: s, .. }
+            | Resolved::Device { socket: s, .. } => s,
         }
+    }
+
+    /// The device the fsd on [`Resolved::socket`] must serve; `None` for a
+    /// socket given as such.
+    pub fn device(&self) -> Option<&Path> {
+        match self {
+            Resolved::Socket(_) => None,
+            Resolved::Mount { device, .. } | Resolved::Device { device, .. } => Some(device),
+        }
+    }
+}
+
+/// Whether `served`, the device an fsd says it serves (GET_SUPER's
+/// `device`), is `device`: the same block device (`st_rdev`) or the same
+/// file (`st_dev`, `st_ino`), whatever path names it; NBD names (which
+/// name no file) and paths that cannot be looked up must be equal as
+/// written.
+pub fn same_device(device: &Path, served: &str) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let served = Path::new(served);
+    if is_nbd_name(device) || is_nbd_name(served) {
+        return device == served;
+    }
+    match (std::fs::metadata(device), std::fs::metadata(served)) {
+        (Ok(a), Ok(b)) => {
+            let (ab, bb) = (
+                a.file_type().is_block_device(),
+                b.file_type().is_block_device(),
+            );
+            if ab || bb {
+                ab && bb && a.rdev() == b.rdev()
+            } else {
+                a.dev() == b.dev() && a.ino() == b.ino()
+            }
+        }
+        _ => device == served,
     }
 }
 
@@ -129,7 +195,15 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         }
     };
     let device = |path: PathBuf| {
-        let socket = default_socket_path(&path).map_err(TargetError::BadSocketPath)?;
+        // Mounted? Then the mount says where its fsd's socket is (a
+        // user's mount keeps it in that user's directory), whatever
+        // name the device was given by.
+        if let Some(m) = mount_serving(&path)? {
+            return mount_socket(m);
+        }
+        // fsd names its socket after the device's canonical path.
+        let named = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let socket = default_socket_path(&named).map_err(TargetError::BadSocketPath)?;
         Ok(Resolved::Device {
             device: path,
             socket,
@@ -152,11 +226,30 @@ pub fn resolve(target: Option<&Path>) -> Result<Resolved, TargetError> {
         return device(path);
     }
     match mount {
-        Some((_, source)) => default_socket_path(Path::new(live_source(&source)))
-            .map(Resolved::Socket)
-            .map_err(TargetError::BadSocketPath),
+        Some(m) => mount_socket(m),
         None => Err(TargetError::NotLfs(path)),
     }
+}
+
+/// The socket of the fsd serving mount `m` (a user's fsd keeps it in
+/// that user's directory).
+fn mount_socket(m: MountEntry) -> Result<Resolved, TargetError> {
+    let device = PathBuf::from(live_source(&m.source));
+    let socket = match m.user_id {
+        Some(uid) => default_socket_path_for(&device, uid),
+        None => default_socket_path(&device),
+    }
+    .map_err(TargetError::BadSocketPath)?;
+    Ok(Resolved::Mount { device, socket })
+}
+
+/// The live lfs mount of `device`, if one is in the mount table.
+fn mount_serving(device: &Path) -> Result<Option<MountEntry>, TargetError> {
+    let text =
+        std::fs::read_to_string(MOUNTINFO).map_err(io_error(format!("reading {MOUNTINFO}")))?;
+    Ok(parse_mountinfo(&text).into_iter().find(|m| {
+        m.fstype == FSTYPE && live_source(&m.source) == m.source && same_device(device, &m.source)
+    }))
 }
 
 /// The device of the live filesystem for a mount's source: fsd names a
@@ -168,19 +261,17 @@ fn live_source(source: &str) -> &str {
     }
 }
 
-/// The lfs mount holding `path`: (mount point, source device).
-fn mount_of(path: &Path) -> Result<Option<(PathBuf, String)>, TargetError> {
+/// The lfs mount holding `path`.
+fn mount_of(path: &Path) -> Result<Option<MountEntry>, TargetError> {
     let canon =
         std::fs::canonicalize(path).map_err(io_error(format!("resolving {}", path.display())))?;
     let text =
         std::fs::read_to_string(MOUNTINFO).map_err(io_error(format!("reading {MOUNTINFO}")))?;
     let best = parse_mountinfo(&text)
         .into_iter()
-        .filter(|(mp, _, _)| canon.starts_with(mp))
-        .max_by_key(|(mp, _, _)| mp.as_os_str().len());
-    Ok(best
-        .filter(|(_, t, _)| t == FSTYPE)
-        .map(|(mp, _, src)| (mp, src)))
+        .filter(|m| canon.starts_with(&m.mountpoint))
+        .max_by_key(|m| m.mountpoint.as_os_str().len());
+    Ok(best.filter(|m| m.fstype == FSTYPE))
 }
 
 #[cfg(test)]
@@ -198,18 +289,20 @@ mod tests {
 
     #[test]
     fn mountinfo_lines() {
-        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - fuse.lfs /dev/vdb rw\n\
+        let text = "36 35 98:0 / /mnt/my\\040data rw,noatime master:1 - fuse.lfs /dev/vdb rw,user_id=1000,group_id=1000\n\
                     37 35 98:0 / /proc rw - proc proc rw\ngarbage\n";
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 2);
         assert_eq!(
             m[0],
-            (
-                PathBuf::from("/mnt/my data"),
-                "fuse.lfs".into(),
-                "/dev/vdb".into()
-            )
+            MountEntry {
+                mountpoint: PathBuf::from("/mnt/my data"),
+                fstype: "fuse.lfs".into(),
+                source: "/dev/vdb".into(),
+                user_id: Some(1000),
+            }
         );
+        assert_eq!(m[1].user_id, None);
     }
 
     #[test]
@@ -233,6 +326,27 @@ mod tests {
         let e = socket_for(Some(Path::new("/proc"))).unwrap_err();
         assert!(matches!(e, TargetError::NotLfs(_)), "{e}");
         assert!(e.to_string().contains("not on an lfs mount"), "{e}");
+    }
+
+    #[test]
+    fn devices_are_the_same_by_identity_not_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        let (one, other) = (a.join("ok.img"), b.join("ok.img"));
+        std::fs::write(&one, b"1").unwrap();
+        std::fs::write(&other, b"2").unwrap();
+        let link = dir.path().join("link.img");
+        std::os::unix::fs::symlink(&one, &link).unwrap();
+        let shown = |p: &Path| p.to_str().unwrap().to_owned();
+        assert!(same_device(&one, &shown(&one)));
+        assert!(same_device(&link, &shown(&one)));
+        assert!(!same_device(&other, &shown(&one)));
+        assert!(!same_device(&other, "ok.img"));
+        assert!(same_device(Path::new("nbd://h/x"), "nbd://h/x"));
+        assert!(!same_device(Path::new("nbd://h/x"), "nbd://h/y"));
+        assert!(same_device(Path::new("/gone/x"), "/gone/x"));
     }
 
     #[test]

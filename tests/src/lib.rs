@@ -7,9 +7,11 @@
 
 #![forbid(unsafe_code)]
 
+pub mod daemons;
 pub mod fuzz_corpus;
 pub mod golden;
 pub mod help;
+mod loopdev;
 pub mod qemu_nbd;
 pub mod rng;
 pub mod roff;
@@ -22,6 +24,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub use loopdev::LoopDevice;
 pub use run::{run, run_ok, try_run, Output, RunError};
 
 /// How long a cargo build started by a test may take. Generous: on a cold

@@ -53,7 +53,10 @@ fn as_nobody<S: AsRef<std::ffi::OsStr>>(cmd: &Path, args: &[S]) -> Output {
 }
 
 fn fsctl_as_nobody(args: &[&str]) -> Output {
-    as_nobody(&lfs_e2e::built_binary("fsctl"), args)
+    as_nobody(
+        &lfs_e2e::daemons::fsctl_binary(),
+        &lfs_e2e::daemons::fsctl_args(args),
+    )
 }
 
 /// Performs file operations given as JSON `[[op, path, arg], ...]` and
@@ -224,7 +227,8 @@ fn nobody_cannot_change_anything_through_the_control_sockets() {
     let mut refused = 0;
     for (what, args) in requests {
         let o = fsctl_as_nobody(args);
-        assert_eq!(o.status.code(), Some(1), "{what} as nobody: {o}");
+        // fsctl(8): 8, permission denied.
+        assert_eq!(o.status.code(), Some(8), "{what} as nobody: {o}");
         assert!(o.stderr.contains("EPERM"), "{what} as nobody: {o}");
         assert_eq!(state(), before, "{what} as nobody changed something: {o}");
         refused += 1;
@@ -272,7 +276,7 @@ fn nobody_cannot_change_anything_through_the_control_sockets() {
     let mode = status(fsctl_as_nobody(&["clean", s, "--status", "--json"]));
     for action in ["--suspend", "--resume", "--reload", "--once"] {
         let o = fsctl_as_nobody(&["clean", s, action]);
-        assert_eq!(o.status.code(), Some(1), "clean {action} as nobody: {o}");
+        assert_eq!(o.status.code(), Some(8), "clean {action} as nobody: {o}");
         assert!(
             o.stderr.contains("permission denied"),
             "clean {action} as nobody: {o}"

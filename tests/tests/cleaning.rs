@@ -221,8 +221,7 @@ fn fsd_starts_supervises_and_stops_cleanerd() {
 
     // A configuration that cannot be read is refused at once.
     let o = lfs_e2e::run(
-        std::process::Command::new(lfs_e2e::built_binary("fsd"))
-            .args(["-o", "gcconf=/nonexistent/cleanerd.conf", "--socket"])
+        lfs_e2e::daemons::fsd(&["-o", "gcconf=/nonexistent/cleanerd.conf", "--socket"])
             .arg(&sock)
             .arg(&image)
             .arg(&mnt),
@@ -242,7 +241,7 @@ fn eighty_five_percent_live_takes_sustained_overwrites_on_defaults() {
     // 64 segments of 2 MiB, as 512 MiB in 8 MiB ones.
     let image = mkfs_with(tmp.path(), "full.img", &["--size", "128M", "-B", "512"]);
     let mnt = mkdir(tmp.path(), "mnt");
-    let shipped = lfs_e2e::workspace_root().join("conf/cleanerd.conf");
+    let shipped = lfs_e2e::daemons::shipped_conf("cleanerd.conf");
     let gc = format!("gcconf={}", shipped.display());
     let mut fsd = Fsd::start(&image, &mnt, &["-o", &gc]);
     let s = mnt.with_extension("sock").to_str().unwrap().to_string();

@@ -13,7 +13,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use harness::*;
-use lfs_e2e::{built_binary, require_tool, run, temp_dir, Output};
+use lfs_e2e::{require_tool, run, temp_dir, Output};
 use nix::sys::signal::Signal;
 
 /// Long enough for a 1 MiB write that does not wait to finish.
@@ -26,7 +26,7 @@ const READ_TIMEOUT: Duration = Duration::from_secs(20);
 const WRITERS: usize = 6;
 
 fn fsctl(args: &[&str]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 /// A background `dd` into the mount, killed if the test ends first.
@@ -149,11 +149,15 @@ fn freeze_holds_writers_serves_readers_and_thaw_lets_them_finish() {
         let o = run(
             Command::new("setpriv")
                 .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-                .arg(built_binary("fsctl"))
-                .args([cmd, s]),
+                .arg(lfs_e2e::daemons::fsctl_binary())
+                .args(lfs_e2e::daemons::fsctl_args(&[cmd, s])),
             CMD_TIMEOUT,
         );
-        assert_eq!(o.status.code(), Some(1), "{o}");
+        assert_eq!(
+            o.status.code(),
+            Some(8),
+            "permission denied (fsctl(8)): {o}"
+        );
         assert!(o.stderr.contains("EPERM"), "{o}");
     }
     for (i, w) in writers.iter_mut().enumerate() {

@@ -13,11 +13,11 @@ use std::process::Command;
 
 use harness::*;
 use lfs_e2e::rng::SplitMix64;
-use lfs_e2e::{built_binary, require_tool, run, temp_dir, Output};
+use lfs_e2e::{require_tool, run, temp_dir, Output};
 use nix::sys::signal::Signal;
 
 fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
@@ -99,7 +99,7 @@ fn fsctl_reports_truthful_figures_of_a_mounted_filesystem() {
     fsd.assert_clean_exit("SIGTERM");
     assert!(!Path::new(&sock).exists(), "{sock} left behind");
     let o = fsctl(&["df", image.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(5), "no fsd (fsctl(8)): {o}");
     assert!(o.stderr.contains("no fsd answers"), "{o}");
 }
 
@@ -114,24 +114,20 @@ fn unprivileged_clients_query_but_cannot_change() {
     let sock = socket_of(&image);
     // Let nobody's group connect, as an administrator would.
     sh(&format!("chgrp nogroup '{sock}'"));
-    let as_nobody = |args: &[&str]| {
-        run(
-            Command::new("setpriv")
-                .args(["--reuid=nobody", "--regid=nogroup", "--clear-groups"])
-                .arg(built_binary("fsctl"))
-                .args(args),
-            CMD_TIMEOUT,
-        )
-    };
+    let as_nobody = |args: &[&str]| run(&mut lfs_e2e::daemons::fsctl_as_nobody(args), CMD_TIMEOUT);
     as_nobody(&["lssu", &sock]).assert_success();
     as_nobody(&["df", &sock]).assert_success();
     let o = as_nobody(&["mkcp", &sock]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(
+        o.status.code(),
+        Some(8),
+        "permission denied (fsctl(8)): {o}"
+    );
     assert!(o.stderr.contains("EPERM"), "{o}");
     // Cleaning changes the filesystem: refused too (no cleanerd runs, so
     // fsctl sends CLEAN_SEGMENTS itself).
     let o = as_nobody(&["clean", &sock, "--once"]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(8), "{o}");
     assert!(o.stderr.contains("EPERM"), "{o}");
     fsctl(&["mkcp", &sock]).assert_success();
     fsd.signal(Signal::SIGTERM);
@@ -339,9 +335,7 @@ fn a_fuzzed_stream_of_frames_neither_crashes_nor_hangs_fsd() {
 /// `fsctl` with `RUST_LOG=fsctl=debug`, which says where it read from.
 fn fsctl_traced<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
     run(
-        Command::new(built_binary("fsctl"))
-            .args(args)
-            .env("RUST_LOG", "fsctl=debug"),
+        lfs_e2e::daemons::fsctl(args).env("RUST_LOG", "fsctl=debug"),
         CMD_TIMEOUT,
     )
 }
@@ -428,8 +422,9 @@ fn super_and_dumpseg_read_through_fsd_or_from_the_device_alike() {
     let o = fsctl_traced(&["super", img]).assert_success();
     assert!(o.stderr.contains("no fsd answers"), "{o}");
     assert!(o.stdout.contains("state               clean"), "{o}");
+    // A plain directory now: not on an lfs mount (fsctl(8): 6).
     let o = fsctl(&["super", m]);
-    assert_eq!(o.status.code(), Some(1), "{o}");
+    assert_eq!(o.status.code(), Some(6), "{o}");
 }
 
 /// The control requests that fit ioctl(2), called on files of the mount.
@@ -556,4 +551,19 @@ fn an_unprivileged_ioctl_on_the_mount_is_refused() {
     std::fs::write(mnt.join("after"), b"x").unwrap();
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
+}
+
+/// fsd stops its control server without going through the socket's
+/// path: with the socket file removed behind its back (a cleaned /run,
+/// a user's removed runtime directory), SIGTERM still ends it (it used to
+/// hang at exit, its accept loop never woken).
+#[test]
+fn a_removed_socket_file_does_not_keep_fsd_from_exiting() {
+    let tmp = temp_dir();
+    let image = mkfs(tmp.path(), "rm.img");
+    let mnt = mkdir(tmp.path(), "mnt");
+    let mut fsd = Fsd::start(&image, &mnt, &[]);
+    std::fs::remove_file(mnt.with_extension("sock")).unwrap();
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM with the socket file removed");
 }

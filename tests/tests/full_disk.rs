@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 use harness::*;
 use lfs_e2e::rng::SplitMix64;
-use lfs_e2e::{built_binary, run, temp_dir};
+use lfs_e2e::{run, temp_dir};
 use nix::sys::signal::Signal;
 use nix::sys::statvfs::statvfs;
 
@@ -538,10 +538,7 @@ fn clean_until(mnt: &Path, sock: &str, want: u64, when: &str) -> u64 {
 /// the mount counted at rest just before.
 fn assert_fsck_counts(image: &Path, g: &Geometry, at_rest: &Figures, when: &str) {
     let o = run(
-        Command::new(built_binary("fsctl"))
-            .arg("fsck")
-            .arg("--json")
-            .arg(image),
+        &mut lfs_e2e::daemons::fsctl(&["fsck".as_ref(), "--json".as_ref(), image.as_os_str()]),
         CMD_TIMEOUT,
     );
     let v: serde_json::Value = serde_json::from_str(&o.stdout)

@@ -60,12 +60,7 @@ fn golden_image(dir: &Path, name: &str) -> std::path::PathBuf {
 
 /// `fsctl ARGS` run in `dir`, its standard output; it must succeed.
 fn fsctl_in(dir: &Path, args: &[&str]) -> String {
-    let o = run(
-        Command::new(built_binary("fsctl"))
-            .args(args)
-            .current_dir(dir),
-        CMD_TIMEOUT,
-    );
+    let o = run(lfs_e2e::daemons::fsctl(args).current_dir(dir), CMD_TIMEOUT);
     o.assert_success().stdout
 }
 

@@ -2,6 +2,7 @@
 //! its man page.
 
 use std::collections::BTreeSet;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Command;
 
@@ -32,7 +33,11 @@ fn check(binary: &Path, name: &str, path: &[String], man: &str, gaps: &mut Gaps)
         .chain(path.iter().cloned())
         .collect::<Vec<_>>()
         .join(" ");
-    let out = run_ok(Command::new(binary).args(path).arg("--help"), QUICK_TIMEOUT);
+    // Started by its installed name: fsck.lfs is fsctl started so.
+    let out = run_ok(
+        Command::new(binary).arg0(name).args(path).arg("--help"),
+        QUICK_TIMEOUT,
+    );
     assert!(
         !out.stdout.trim().is_empty(),
         "`{line} --help` printed nothing"

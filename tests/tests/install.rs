@@ -342,3 +342,47 @@ fn bins_lists_every_workspace_binary() {
         "the Makefile's BINS (left) must name exactly the workspace's binaries (right)"
     );
 }
+
+/// Issue 26 item 13: `make install` installs bash, zsh and fish
+/// completions of the four commands, and bash completes with them.
+#[test]
+fn install_puts_shell_completions_that_complete() {
+    require_tool("bash");
+    let tmp = temp_dir();
+    let prefix = tmp.path().join("usr");
+    make_target(
+        "install",
+        &[
+            ("PREFIX", &prefix),
+            ("DESTDIR", Path::new("")),
+            ("SYSCONFDIR", &tmp.path().join("etc/lfs")),
+        ],
+    );
+    let share = prefix.join("share");
+    for name in ["mkfs.lfs", "fsd", "fsctl", "cleanerd"] {
+        for file in [
+            share.join("bash-completion/completions").join(name),
+            share
+                .join("zsh/vendor-completions")
+                .join(format!("_{name}")),
+            share
+                .join("fish/vendor_completions.d")
+                .join(format!("{name}.fish")),
+        ] {
+            let text = fs::read_to_string(&file)
+                .unwrap_or_else(|e| panic!("{} is not installed: {e}", file.display()));
+            assert!(text.contains(name), "{}", file.display());
+        }
+    }
+    // What bash offers after `fsctl ls` and `fsctl clean --st`.
+    let complete = |words: &str| {
+        let script = format!(
+            "source '{}'\nCOMP_WORDS=({words})\nCOMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\n\
+             _fsctl fsctl \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"\necho \"${{COMPREPLY[@]}}\"",
+            share.join("bash-completion/completions/fsctl").display()
+        );
+        run_ok(Command::new("bash").arg("-c").arg(script), QUICK_TIMEOUT).stdout
+    };
+    assert_eq!(complete("fsctl ls").trim(), "lssu lscp");
+    assert!(complete("fsctl clean --st").contains("--status"));
+}

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use lfs_e2e::{built_binary, require_tool, run, run_ok, temp_dir, Output};
+use lfs_e2e::{built_binary, require_tool, run, run_ok, temp_dir, LoopDevice, Output};
 
 const T: Duration = Duration::from_secs(120);
 
@@ -20,12 +20,7 @@ fn mkfs(args: &[&str], dir: &Path) -> Output {
 }
 
 fn fsctl(args: &[&str], dir: &Path) -> Output {
-    run(
-        Command::new(built_binary("fsctl"))
-            .args(args)
-            .current_dir(dir),
-        T,
-    )
+    run(lfs_e2e::daemons::fsctl(args).current_dir(dir), T)
 }
 
 fn code(o: &Output) -> Option<i32> {
@@ -104,8 +99,23 @@ fn refuses_existing_filesystems_without_force() {
     assert_eq!(code(&o), Some(4), "{o}");
     assert!(o.stderr.contains("ext2/ext3/ext4"), "{o}");
     let o = fsctl(&["super", "e.img"], d.path());
-    assert_eq!(code(&o), Some(1), "{o}");
+    assert_eq!(code(&o), Some(6), "not lfs (fsctl(8)): {o}");
     assert!(o.stderr.contains("no valid lfs superblock"), "{o}");
+}
+
+/// The reserve line gives the share the segments really are: on a 100M
+/// image the minimum of 4 segments is a third of it, not the 5% asked.
+#[test]
+fn the_reserve_is_shown_as_it_is() {
+    let d = temp_dir();
+    let o = mkfs(&["--size", "100M", "r.img"], d.path()).assert_success();
+    assert!(
+        o.stdout
+            .contains("12 (4 reserved for cleaning, 33% (5% asked, at least 4 segments))"),
+        "{o}"
+    );
+    let o = fsctl(&["super", "r.img"], d.path()).assert_success();
+    assert!(o.stdout.contains("4 reserved for cleaning, 33%"), "{o}");
 }
 
 #[test]
@@ -216,37 +226,28 @@ fn refuses_a_device_in_use() {
     assert!(o.stderr.contains("in use"), "{o}");
 }
 
-/// Detaches the loop device when dropped, even if the test fails.
-struct Loop(String);
-impl Drop for Loop {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").args(["-d", &self.0]).status();
-    }
-}
-
 #[test]
 fn loop_device_is_sized_by_ioctl_and_attached_image_is_refused() {
     require_tool("losetup");
     let d = temp_dir();
     let img = d.path().join("l.img");
     fs::File::create(&img).unwrap().set_len(200 << 20).unwrap();
-    let o = run_ok(Command::new("losetup").args(["-f", "--show"]).arg(&img), T);
-    let dev = Loop(o.stdout.trim().to_string());
-    assert!(dev.0.starts_with("/dev/loop"), "{o}");
+    let lo = LoopDevice::attach(&img);
+    let dev = lo.name();
 
     let o = mkfs(&["-f", "l.img"], d.path());
     assert_eq!(code(&o), Some(5), "{o}");
-    assert!(o.stderr.contains(&dev.0), "{o}");
+    assert!(o.stderr.contains(dev), "{o}");
 
-    let o = mkfs(&["-L", "loop", &dev.0], d.path()).assert_success();
+    let o = mkfs(&["-L", "loop", dev], d.path()).assert_success();
     assert!(
         o.stdout.contains("block device") && o.stdout.contains("200.0 MiB"),
         "{o}"
     );
-    let v = super_json(&dev.0, d.path());
+    let v = super_json(dev, d.path());
     assert_eq!(v["superblock"]["device_bytes"], 200u64 << 20);
     assert_eq!(v["superblock"]["total_blocks"], 51200);
-    let o = mkfs(&["--size", "1G", &dev.0], d.path());
+    let o = mkfs(&["--size", "1G", dev], d.path());
     assert_eq!(code(&o), Some(2), "{o}");
 }
 

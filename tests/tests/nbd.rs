@@ -75,15 +75,10 @@ fn mkfs_fsd_and_fsctl_on_an_nbd_export_over_tcp() {
     let name = server.name();
     let dev = Path::new(&name);
     mkfs_nbd(&name);
-    let sup = run_ok(
-        Command::new(built_binary("fsctl")).arg("super").arg(&name),
-        CMD_TIMEOUT,
-    );
+    let sup = run_ok(&mut lfs_e2e::daemons::fsctl(&["super", &name]), CMD_TIMEOUT);
     assert!(sup.stdout.contains(&format!("device {name}")), "{sup}");
     run_ok(
-        Command::new(built_binary("fsctl"))
-            .args(["dumpseg", &name, "0"])
-            .stdout(Stdio::null()),
+        lfs_e2e::daemons::fsctl(&["dumpseg", &name, "0"]).stdout(Stdio::null()),
         CMD_TIMEOUT,
     );
 
@@ -243,10 +238,7 @@ fn refusals_name_the_export_and_use_the_documented_exit_codes() {
     let mnt = mkdir(tmp.path(), "mnt");
     let o = fsd_refusal(&["nbds://h/x", mnt.to_str().unwrap()]);
     assert_refused(&o, EXIT_USAGE, "not supported");
-    let o = run(
-        Command::new(built_binary("fsctl")).args(["fsck", &wrong]),
-        CMD_TIMEOUT,
-    );
+    let o = run(&mut lfs_e2e::daemons::fsctl(&["fsck", &wrong]), CMD_TIMEOUT);
     assert!(
         !o.status.success() && o.stderr.contains("\"nosuch\""),
         "{o}"

@@ -11,14 +11,13 @@ mod harness;
 
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use harness::*;
-use lfs_e2e::{built_binary, run, temp_dir, Output};
+use lfs_e2e::{run, temp_dir, Output};
 use nix::sys::signal::Signal;
 
 fn fsctl(args: &[&str]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 /// v1 → v2: one file rewritten, one deleted, one added, a directory

@@ -7,13 +7,15 @@ use anyhow::{anyhow, bail, Context, Result};
 use lfs_proto::msg::*;
 use lfs_proto::Client;
 
+use crate::fail::Fault;
 use crate::target::connect;
 use crate::Exit;
 
 const EBUSY: i32 = nix::libc::EBUSY;
 const ENOENT: i32 = nix::libc::ENOENT;
 
-/// A checkpoint number or an inclusive range `A..B` (`A..` to the last).
+/// A checkpoint number or an inclusive range `A..B` (`A..` to the last,
+/// `..B` from the first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CnoRange {
     first: u64,
@@ -21,7 +23,7 @@ pub struct CnoRange {
 }
 
 impl CnoRange {
-    /// Parses `N`, `A..B` or `A..`.
+    /// Parses `N`, `A..B`, `A..` or `..B`.
     pub fn parse(s: &str) -> Option<CnoRange> {
         let num = |t: &str| t.parse::<u64>().ok().filter(|&n| n > 0);
         match s.split_once("..") {
@@ -30,6 +32,10 @@ impl CnoRange {
                 last: Some(n),
             }),
             Some((a, "")) => num(a).map(|first| CnoRange { first, last: None }),
+            Some(("", b)) => num(b).map(|last| CnoRange {
+                first: 1,
+                last: Some(last),
+            }),
             Some((a, b)) => match (num(a), num(b)) {
                 (Some(first), Some(last)) if first <= last => Some(CnoRange {
                     first,
@@ -125,7 +131,7 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
     if ranges.iter().any(|r| !r.is_single()) {
         bail!("chcp takes checkpoint numbers, not ranges");
     }
-    let mut failed = false;
+    let mut failed = None;
     for r in ranges {
         let req = ChangeCpmode {
             cno: r.first,
@@ -140,41 +146,46 @@ pub fn chcp(mode: &str, words: &[String]) -> Result<Exit> {
             Ok(Done) => {}
             Err(e) if e.errno() == Some(ENOENT) => {
                 eprintln!("fsctl: chcp: checkpoint {} does not exist", r.first);
-                failed = true;
+                failed = failed.or(Some(Exit::NoCheckpoint));
             }
             Err(e) if e.errno() == Some(EBUSY) => {
                 eprintln!(
                     "fsctl: chcp: snapshot {} is mounted; unmount it (fsctl umount) first",
                     r.first
                 );
-                failed = true;
+                failed = failed.or(Some(Exit::Error));
             }
             Err(e) => return Err(e).with_context(|| format!("chcp of checkpoint {}", r.first)),
         }
     }
-    Ok(if failed { Exit::Error } else { Exit::Ok })
+    Ok(failed.unwrap_or(Exit::Ok))
 }
 
-/// `fsctl rmcp [TARGET] CNO|A..B...`: deletes checkpoints. A single
-/// number that cannot be deleted is an error; in a range, snapshots,
-/// mounted checkpoints and the latest one are skipped and counted.
-pub fn rmcp(words: &[String]) -> Result<Exit> {
+/// `fsctl rmcp [-f] [TARGET] CNO|A..B...`: deletes checkpoints. A single
+/// number that cannot be deleted is an error (unless `force`, as rm -f);
+/// in a range, snapshots, mounted checkpoints and the latest one are
+/// skipped and counted.
+pub fn rmcp(words: &[String], force: bool) -> Result<Exit> {
     let (target, ranges) = split_target(words)?;
     let mut c = connect(target.as_deref())?;
     let cps = checkpoints_from(&mut c, 1, false)?;
     let latest = cps.last().map_or(0, |e| e.cno);
-    let mut failed = false;
+    let mut failed = None;
     let (mut deleted, mut skipped) = (0u64, 0u64);
     for r in ranges {
-        let single = r.is_single();
+        let single = r.is_single() && !force;
         let last = r.last.unwrap_or(latest);
         let chosen: Vec<&Cpinfo> = cps
             .iter()
             .filter(|e| e.cno >= r.first && e.cno <= last)
             .collect();
+        if r.is_single() && force && chosen.is_empty() {
+            skipped += 1;
+            continue;
+        }
         if single && chosen.is_empty() {
             eprintln!("fsctl: rmcp: checkpoint {} does not exist", r.first);
-            failed = true;
+            failed = failed.or(Some(Exit::NoCheckpoint));
             continue;
         }
         for e in chosen {
@@ -209,7 +220,7 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
                 Ok(()) => deleted += 1,
                 Err(w) if single => {
                     eprintln!("fsctl: rmcp: {w}");
-                    failed = true;
+                    failed = failed.or(Some(Exit::Error));
                 }
                 Err(_) => skipped += 1,
             }
@@ -217,10 +228,16 @@ pub fn rmcp(words: &[String]) -> Result<Exit> {
     }
     if skipped > 0 {
         eprintln!(
-            "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints or the latest one)"
+            "fsctl: rmcp: deleted {deleted}, kept {skipped} (snapshots, mounted checkpoints, \
+             the latest one{})",
+            if force {
+                " or ones that do not exist"
+            } else {
+                ""
+            }
         );
     }
-    Ok(if failed { Exit::Error } else { Exit::Ok })
+    Ok(failed.unwrap_or(Exit::Ok))
 }
 
 /// The canonical mount point, and as the protocol's UTF-8 string: fsd
@@ -245,9 +262,10 @@ pub fn mount(cno: u64, mountpoint: &Path, target: Option<&Path>) -> Result<Exit>
     let mut c = connect(target)?;
     match c.call(&MountCheckpoint { cno, path }) {
         Ok(Done) => Ok(Exit::Ok),
-        Err(e) if e.errno() == Some(ENOENT) => {
-            bail!("checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)")
-        }
+        Err(e) if e.errno() == Some(ENOENT) => Err(Fault::NoCheckpoint(format!(
+            "checkpoint {cno} does not exist or was deleted (fsctl lscp lists them)"
+        ))
+        .into()),
         Err(e) if e.errno() == Some(EBUSY) => {
             bail!("a checkpoint is already mounted on {}", mp.display())
         }
@@ -284,6 +302,21 @@ pub fn diff(old: u64, new: u64, path: &str, target: Option<&Path>, as_json: bool
         bail!("{path:?}: the path must be absolute inside the filesystem (/ for everything)");
     }
     let mut c = connect(target)?;
+    for cno in [old, new].into_iter().filter(|&c| c != 0) {
+        let found = c
+            .call(&GetCpinfo {
+                start_cno: cno,
+                count: 1,
+                flags: 0,
+            })
+            .context("listing checkpoints (GET_CPINFO)")?;
+        if found.items.first().is_none_or(|e| e.cno != cno) {
+            return Err(Fault::NoCheckpoint(format!(
+                "checkpoint {cno} does not exist (fsctl lscp lists them)"
+            ))
+            .into());
+        }
+    }
     let mut items = Vec::new();
     let mut after = String::new();
     loop {
@@ -295,9 +328,7 @@ pub fn diff(old: u64, new: u64, path: &str, target: Option<&Path>, as_json: bool
                 after: after.clone(),
             })
             .map_err(|e| match e.errno() {
-                Some(ENOENT) => anyhow!(
-                    "checkpoint {old} or {new} does not exist, or {path} is in neither (fsctl lscp lists checkpoints)"
-                ),
+                Some(ENOENT) => anyhow!("{path} is in neither checkpoint {old} nor {new}"),
                 _ => anyhow!(e).context("comparing checkpoints (GET_DIFF)"),
             })?;
         let more = r.more;
@@ -364,7 +395,14 @@ mod tests {
                 last: None
             })
         );
-        for bad in ["0", "9..3", "x", "..4", "-1", ""] {
+        assert_eq!(
+            CnoRange::parse("..4"),
+            Some(CnoRange {
+                first: 1,
+                last: Some(4)
+            })
+        );
+        for bad in ["0", "9..3", "x", "..0", "..", "-1", ""] {
             assert_eq!(CnoRange::parse(bad), None, "{bad}");
         }
         let w = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -7,17 +7,19 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use cleanerd::config::{protection_seconds, Source};
+use cleanerd::config::protection_seconds;
 use cleanerd::control::{request, Command, Reply, RequestError, Status};
-use cleanerd::daemon::{Daemon, Overrides};
+use cleanerd::daemon::{Daemon, OnceOptions, Overrides};
 use cleanerd::pass::PassReport;
+use cleanerd::units::parse_amount;
 
 use super::utc;
-use crate::target::socket_for;
+use crate::fail::Fault;
+use crate::target::verified_socket;
 use crate::Exit;
 
 /// What `fsctl clean` was asked to do.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Action {
     /// `--status`.
     Status,
@@ -27,18 +29,28 @@ pub enum Action {
     Resume,
     /// `--reload`.
     Reload,
-    /// `--once [--segments N] [--protection-period S]`.
+    /// `--once` (or no action) `[--segments N] [--protection-period S]
+    /// [--min-reclaimable AMOUNT]`.
     Once {
         /// Segments to choose.
         segments: Option<u64>,
         /// Protection period.
         protection_period: Option<Duration>,
+        /// Least reclaimable blocks per segment, as written ("0", "5%").
+        min_reclaimable: Option<String>,
     },
 }
 
-/// Runs `action` on the cleaner of `target`.
-pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
-    let fsd_socket = socket_for(target)?;
+/// Runs `action` on the cleaner of `target`; `config` is the cleanerd.conf
+/// a pass without a cleanerd uses (default: /etc/lfs/cleanerd.conf if it
+/// exists).
+pub fn run(
+    target: Option<&Path>,
+    action: Action,
+    config: Option<&Path>,
+    json: bool,
+) -> Result<Exit> {
+    let fsd_socket = verified_socket(target)?;
     let socket = lfs_proto::path::cleanerd_socket_path(&fsd_socket).map_err(|e| anyhow!(e))?;
     let cmd = match action {
         Action::Status => Command::Status,
@@ -48,9 +60,11 @@ pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
         Action::Once {
             segments,
             protection_period,
+            ref min_reclaimable,
         } => Command::Once {
             segments,
             protection_period: protection_period.map(|d| d.as_secs_f64()),
+            min_reclaimable: min_reclaimable.clone(),
         },
     };
     let reply = match request(&socket, &cmd) {
@@ -59,15 +73,26 @@ pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
             if let Action::Once {
                 segments,
                 protection_period,
+                min_reclaimable,
             } = action
             {
-                return once_without_cleanerd(&fsd_socket, segments, protection_period, json);
+                let opts = OnceOptions {
+                    segments: segments.map(|n| n as usize),
+                    protection_s: protection_period.map(protection_seconds),
+                    min_reclaimable: min_reclaimable
+                        .as_deref()
+                        .map(parse_amount)
+                        .transpose()
+                        .map_err(|e| anyhow!("--min-reclaimable: {e}"))?,
+                };
+                return once_without_cleanerd(&fsd_socket, opts, protection_period, config, json);
             }
             bail!(
                 "no cleanerd is running for this filesystem (nothing answers on {}); start cleanerd(8), or use --once to clean once without it",
                 socket.display()
             );
         }
+        Err(e @ RequestError::Denied { .. }) => return Err(Fault::Denied(e.to_string()).into()),
         Err(e) => return Err(e.into()),
     };
     print_reply(reply, json)?;
@@ -76,10 +101,14 @@ pub fn run(target: Option<&Path>, action: Action, json: bool) -> Result<Exit> {
 
 fn print_reply(reply: Reply, json: bool) -> Result<()> {
     if !reply.ok {
-        bail!(
+        let why = format!(
             "cleanerd refused: {}",
             reply.error.unwrap_or_else(|| "no reason given".into())
         );
+        if reply.denied {
+            return Err(Fault::Denied(why).into());
+        }
+        bail!(why);
     }
     if let Some(status) = reply.status {
         if json {
@@ -108,23 +137,29 @@ fn print_report(report: &PassReport, json: bool) -> Result<()> {
 /// configuration cleanerd would use.
 fn once_without_cleanerd(
     fsd_socket: &Path,
-    segments: Option<u64>,
+    opts: OnceOptions,
     protection_period: Option<Duration>,
+    config: Option<&Path>,
     json: bool,
 ) -> Result<Exit> {
-    let source = Source::Default;
+    let source = match config {
+        Some(file) => cleanerd::config::Source::Explicit(file.to_path_buf()),
+        None => cleanerd::config::system(),
+    };
     let overrides = Overrides {
         protection_period,
         log_level: None,
     };
-    let config = overrides.apply(source.load().context("cleanerd's configuration")?);
-    let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true);
-    let report = daemon
-        .once(
-            segments.map(|n| n as usize),
-            protection_period.map(protection_seconds),
-        )
-        .map_err(|e| anyhow!("cleaning once without cleanerd: {e}"))?;
+    let config =
+        overrides.apply(cleanerd::config::load(&source).context("cleanerd's configuration")?);
+    let mut daemon = Daemon::new(fsd_socket, source, overrides, config, true).one_shot();
+    let report = daemon.once(opts).map_err(|e| {
+        let why = format!("cleaning once without cleanerd: {e}");
+        match e.errno() {
+            Some(nix::libc::EPERM | nix::libc::EACCES) => Fault::Denied(why).into(),
+            _ => anyhow!(why),
+        }
+    })?;
     print_report(&report, json)?;
     Ok(Exit::Ok)
 }

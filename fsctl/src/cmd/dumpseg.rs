@@ -132,51 +132,68 @@ impl Segment {
     }
 }
 
-/// Runs the command.
-pub fn run(target: Option<&Path>, segnum: u64, as_json: bool) -> Result<Exit> {
+/// Runs the command on each of `segnums`, in order (one JSON object for
+/// one segment, an array of them for several).
+pub fn run(target: Option<&Path>, segnums: &[u64], as_json: bool) -> Result<Exit> {
     let mut source = Source::open(target)?;
     let device = source.device_name();
     let (_, _, sb) = source.superblocks()?;
-    check_segment(&sb, segnum)?;
-    let seg = match &mut source {
-        Source::Offline { dev, .. } => {
-            Segment::from_device(&dump_segment(dev.as_ref(), &sb, segnum)?)
+    for &segnum in segnums {
+        check_segment(&sb, segnum)?;
+    }
+    let mut damaged = false;
+    let mut objects = Vec::new();
+    for &segnum in segnums {
+        let seg = match &mut source {
+            Source::Offline { dev, .. } => {
+                Segment::from_device(&dump_segment(dev.as_ref(), &sb, segnum)?)
+            }
+            Source::Live { client, .. } => Segment::from_daemon(
+                client
+                    .call(&GetSegSummary { segnum })
+                    .context("reading the segment through fsd (GET_SEG_SUMMARY)")?,
+            ),
+        };
+        damaged |= seg
+            .logs
+            .iter()
+            .any(|l| !l.body_ok || matches!(l.super_root, Some(Err(_))));
+        if as_json {
+            let logs: Vec<Value> = seg.logs.iter().map(log_json).collect();
+            objects.push(json!({
+                "device": device,
+                "segment": seg.segno,
+                "start_block": seg.start_block,
+                "blocks": seg.nblocks,
+                "logs": logs,
+                "end": seg.end,
+            }));
+        } else {
+            print_segment(&seg);
         }
-        Source::Live { client, .. } => Segment::from_daemon(
-            client
-                .call(&GetSegSummary { segnum })
-                .context("reading the segment through fsd (GET_SEG_SUMMARY)")?,
-        ),
-    };
-    let damaged = seg
-        .logs
-        .iter()
-        .any(|l| !l.body_ok || matches!(l.super_root, Some(Err(_))));
+    }
     if as_json {
-        let logs: Vec<Value> = seg.logs.iter().map(log_json).collect();
-        let v = json!({
-            "device": device,
-            "segment": seg.segno,
-            "start_block": seg.start_block,
-            "blocks": seg.nblocks,
-            "logs": logs,
-            "end": seg.end,
-        });
+        let v = match <[Value; 1]>::try_from(objects) {
+            Ok([one]) => one,
+            Err(many) => Value::Array(many),
+        };
         println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "segment {} (blocks {} to {}): {} log(s)",
-            seg.segno,
-            seg.start_block,
-            seg.start_block + seg.nblocks - 1,
-            seg.logs.len()
-        );
-        for l in &seg.logs {
-            print_log(l);
-        }
-        println!("end: {}", seg.end);
     }
     Ok(if damaged { Exit::Damaged } else { Exit::Ok })
+}
+
+fn print_segment(seg: &Segment) {
+    println!(
+        "segment {} (blocks {} to {}): {} log(s)",
+        seg.segno,
+        seg.start_block,
+        seg.start_block + seg.nblocks - 1,
+        seg.logs.len()
+    );
+    for l in &seg.logs {
+        print_log(l);
+    }
+    println!("end: {}", seg.end);
 }
 
 fn flag_names(flags: u16) -> Vec<&'static str> {

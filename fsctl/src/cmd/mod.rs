@@ -12,7 +12,7 @@ pub mod superblock;
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use lfs::blockdev::{open_device, BlockDevice, OpenOptions};
 use lfs::inspect::SuperblockPair;
 
@@ -33,11 +33,12 @@ pub fn open_read_only(path: &Path) -> Result<Arc<dyn BlockDevice>> {
 /// The error for a device with no valid superblock: its name and why
 /// each copy is bad.
 pub fn no_valid_superblock(name: &str, pair: &SuperblockPair) -> anyhow::Error {
-    anyhow!(
+    crate::fail::Fault::NotLfs(format!(
         "{name}: no valid lfs superblock (primary: {}; secondary: {})",
         reason(&pair.primary),
         reason(&pair.secondary)
-    )
+    ))
+    .into()
 }
 
 /// "valid" or the decode error.

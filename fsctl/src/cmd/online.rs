@@ -130,9 +130,13 @@ pub fn lscp(
     as_json: bool,
 ) -> Result<Exit> {
     let mut c = connect(target)?;
-    let mut items: Vec<Cpinfo> = super::checkpoints::checkpoints_from(&mut c, index, snapshots)?
+    let listed = super::checkpoints::checkpoints_from(&mut c, index, snapshots)?;
+    // The latest checkpoint is always listed, minor or not (timer
+    // checkpoints are minor: without it an idle filesystem listed none).
+    let latest = listed.last().map(|e| e.cno);
+    let mut items: Vec<Cpinfo> = listed
         .into_iter()
-        .filter(|e| all || snapshots || e.flags & CPINFO_MINOR == 0)
+        .filter(|e| all || snapshots || e.flags & CPINFO_MINOR == 0 || Some(e.cno) == latest)
         .collect();
     if reverse {
         items.reverse();
@@ -224,7 +228,7 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
         println!(
             "{name:<32} {:>14} bytes  {:>10}  {:>3}%",
             blocks * b,
-            lfs::units::human_bytes(blocks * b),
+            lfs_common::units::human_bytes(blocks * b),
             pct(blocks, d.total_blocks)
         );
     }

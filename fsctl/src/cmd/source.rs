@@ -4,10 +4,9 @@
 //! the device itself. The output is the same either way.
 //!
 //! A mount point, a path inside a mount or a socket needs its fsd. A
-//! device, image or NBD name is asked of the fsd whose socket is named
-//! after it; if none answers, or the one that answers serves another
-//! filesystem of the same file name (its current superblock has another
-//! uuid than the device's), the device is read.
+//! device, image or NBD name is asked of the fsd whose socket the mount
+//! table or its name leads to; if none answers, or the one that answers
+//! serves another device (`crate::target::serves`), the device is read.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,7 +22,7 @@ use lfs_proto::Client;
 use log::debug;
 
 use super::{no_valid_superblock, open_read_only};
-use crate::target::connect_to;
+use crate::target::serves;
 
 /// Where the structures are read.
 pub enum Source {
@@ -47,8 +46,18 @@ impl Source {
     /// The source for `target` (see the module doc).
     pub fn open(target: Option<&Path>) -> Result<Source> {
         let (device, socket) = match resolve(target)? {
-            Resolved::Socket(socket) => return live(connect_to(&socket)?, &socket),
             Resolved::Device { device, socket } => (device, socket),
+            // A mounted device named as the target (not a path inside the
+            // mount): its fsd if it answers, else the device itself (an
+            // fsd started with another --socket).
+            Resolved::Mount { socket, .. } if target.is_some_and(names_a_device) => {
+                (target.map(Path::to_path_buf).unwrap_or_default(), socket)
+            }
+            _ => {
+                let client = crate::target::connect(target)?;
+                let socket = client.path().map(Path::to_path_buf).unwrap_or_default();
+                return live(client, &socket);
+            }
         };
         let Ok(client) = Client::connect(&socket) else {
             debug!(
@@ -110,6 +119,14 @@ impl Source {
     }
 }
 
+/// Whether `target` is a device, image file or NBD name rather than a
+/// path inside a mount or a socket.
+fn names_a_device(target: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    is_nbd_name(target)
+        || std::fs::metadata(target).is_ok_and(|m| m.is_file() || m.file_type().is_block_device())
+}
+
 /// The pair decoded from what fsd sent.
 fn live_pair(sup: &Super) -> SuperblockPair {
     SuperblockBytes {
@@ -132,22 +149,4 @@ fn live(mut client: Client, socket: &Path) -> Result<Source> {
 fn offline(device: PathBuf) -> Result<Source> {
     let dev = open_read_only(&device)?;
     Ok(Source::Offline { dev, name: device })
-}
-
-/// Whether the fsd that sent `sup` serves `device`: the current copies
-/// have the same uuid. An NBD export cannot be read beside fsd (the
-/// socket is named after the whole name), nor can a device this user may
-/// not read: fsd is trusted then.
-fn serves(device: &Path, sup: &Super) -> bool {
-    if is_nbd_name(device) {
-        return true;
-    }
-    let Ok(here) = open_read_only(device).and_then(|d| Ok(read_superblocks(d.as_ref())?)) else {
-        return true;
-    };
-    let there = live_pair(sup);
-    match (here.current(), there.current()) {
-        (Some(a), Some(b)) => a.uuid == b.uuid,
-        _ => false,
-    }
 }

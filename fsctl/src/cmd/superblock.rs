@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 use lfs::format::{DecodeError, Superblock};
 use lfs::inspect::SbCopy;
-use lfs::mkfs::human_bytes;
+use lfs_common::units::human_bytes;
 use serde_json::{json, Value};
 
 use super::source::Source;
@@ -145,10 +145,9 @@ fn print_text(sb: &Superblock) {
         human_bytes(seg_bytes)
     );
     println!(
-        "segments            {} ({} reserved for cleaning, {}%), first at block {}",
+        "segments            {} ({}), first at block {}",
         sb.nsegments,
-        sb.reserved_segments(),
-        sb.reserved_percent,
+        lfs::format::describe_reserve(sb.nsegments, sb.reserved_percent),
         sb.first_data_block
     );
     println!(

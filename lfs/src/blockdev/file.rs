@@ -13,7 +13,13 @@
 //!   write one device at once. On a block device it is also opened with
 //!   `O_EXCL`, which Linux refuses (`EBUSY`) while the device is mounted
 //!   or claimed by another exclusive opener, so mkfs cannot format a
-//!   kernel-mounted filesystem. Read-only opens take neither.
+//!   kernel-mounted filesystem. A read-only exclusive open holds
+//!   `flock(LOCK_SH)`: readers that need the device to stay still (fsd
+//!   `-o ro`, fsck) coexist with each other but not with a writer, so
+//!   neither fsck nor a read-only mount ever reads a device that fsd or
+//!   mkfs is writing, and mkfs never formats a device mounted read-only.
+//!   A read-only open that is not exclusive takes no lock (fsctl's
+//!   inspection of a device in use).
 //! * With [`OpenOptions::direct`] the file is opened `O_DIRECT`; offsets
 //!   and lengths must then be multiples of [`DIRECT_IO_ALIGN`], and memory
 //!   that is not aligned is bounced through an [`AlignedBuf`].
@@ -72,9 +78,10 @@ pub struct OpenOptions {
     pub read_only: bool,
     /// Open with `O_DIRECT`, bypassing the page cache.
     pub direct: bool,
-    /// For read-write opens, refuse to open a device another process has
-    /// open read-write (`flock`) or, for a block device, that is mounted
-    /// (`O_EXCL`).
+    /// Refuse to open a device another process has open in a conflicting
+    /// way: read-write, one that anybody holds (`flock(LOCK_EX)`) or, for a
+    /// block device, that is mounted (`O_EXCL`); read-only, one that a
+    /// writer holds (`flock(LOCK_SH)`).
     pub exclusive: bool,
 }
 
@@ -147,13 +154,13 @@ impl FileDevice {
                 format!("{shown} is neither a regular file nor a block device"),
             ));
         }
-        let lock = opts.exclusive && !opts.read_only;
+        let lock = opts.exclusive;
 
         let mut flags = OFlag::empty();
         if opts.direct {
             flags |= OFlag::O_DIRECT;
         }
-        if block_device && lock {
+        if block_device && lock && !opts.read_only {
             // Without O_CREAT, O_EXCL on a block device means "claim it
             // exclusively": EBUSY if mounted or claimed by another opener.
             flags |= OFlag::O_EXCL;
@@ -164,7 +171,7 @@ impl FileDevice {
             .custom_flags(flags.bits())
             .open(path)
             .map_err(|e| match e.raw_os_error().map(Errno::from_raw) {
-                Some(Errno::EBUSY) if block_device && lock => io::Error::new(
+                Some(Errno::EBUSY) if block_device && lock && !opts.read_only => io::Error::new(
                     io::ErrorKind::ResourceBusy,
                     format!(
                         "{shown} is mounted or in use by another process \
@@ -198,12 +205,17 @@ impl FileDevice {
         };
 
         let handle = if lock {
-            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            let (arg, holder) = if opts.read_only {
+                (FlockArg::LockSharedNonblock, "open read-write by")
+            } else {
+                (FlockArg::LockExclusiveNonblock, "in use by")
+            };
+            match Flock::lock(file, arg) {
                 Ok(locked) => Handle::Locked(locked),
                 Err((_, Errno::EWOULDBLOCK)) => {
                     return Err(io::Error::new(
                         io::ErrorKind::ResourceBusy,
-                        format!("{shown} is in use by another process (locked)"),
+                        format!("{shown} is {holder} another process (locked)"),
                     ))
                 }
                 Err((_, e)) => return Err(errno_context(e, format!("cannot lock {shown}"))),
@@ -219,6 +231,27 @@ impl FileDevice {
             block_device,
             opts,
         })
+    }
+
+    /// Sets the length of an image file opened read-write (mkfs's
+    /// `--size`): the one way the device's length changes, called before
+    /// anything is written, never by the engine.
+    pub fn set_len(&mut self, len: u64) -> io::Result<()> {
+        self.check_writable("resize")?;
+        if self.block_device {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot resize {}: a block device", self.path.display()),
+            ));
+        }
+        self.file().set_len(len).map_err(|e| {
+            with_context(
+                e,
+                format!("resizing {} to {len} bytes", self.path.display()),
+            )
+        })?;
+        self.len = len;
+        Ok(())
     }
 
     /// The path the device was opened from.

@@ -4,7 +4,6 @@
 use std::io::{self, IoSlice};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use super::*;
 
@@ -26,6 +25,15 @@ fn image(len: u64) -> (tempfile::TempDir, PathBuf) {
 fn ro() -> OpenOptions {
     OpenOptions {
         read_only: true,
+        ..OpenOptions::default()
+    }
+}
+
+/// Read-only without a lock, as fsctl inspects a device in use.
+fn inspect() -> OpenOptions {
+    OpenOptions {
+        read_only: true,
+        exclusive: false,
         ..OpenOptions::default()
     }
 }
@@ -208,8 +216,19 @@ fn second_read_write_open_is_refused_while_locked() {
         err.to_string(),
         format!("{} is in use by another process (locked)", path.display())
     );
-    // Read-only opens take no lock and coexist with the writer.
-    let reader = FileDevice::open(&path, ro()).unwrap();
+    // An exclusive read-only open waits for no writer: it is refused.
+    let err = FileDevice::open(&path, ro()).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::ResourceBusy);
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{} is open read-write by another process (locked)",
+            path.display()
+        )
+    );
+    // Read-only opens that are not exclusive take no lock and coexist
+    // with the writer.
+    let reader = FileDevice::open(&path, inspect()).unwrap();
     first.write_all_at(b"seen", 0).unwrap();
     let mut buf = [0u8; 4];
     reader.read_at(&mut buf, 0).unwrap();
@@ -226,10 +245,33 @@ fn second_read_write_open_is_refused_while_locked() {
 }
 
 #[test]
-fn read_only_open_does_not_block_a_writer() {
+fn inspecting_open_does_not_block_a_writer() {
     let (_dir, path) = image(MIB);
-    let _reader = FileDevice::open(&path, ro()).unwrap();
+    let _reader = FileDevice::open(&path, inspect()).unwrap();
     let _writer = FileDevice::open(&path, OpenOptions::default()).unwrap();
+}
+
+#[test]
+fn exclusive_readers_share_the_device_and_keep_writers_out() {
+    let (_dir, path) = image(MIB);
+    let a = FileDevice::open(&path, ro()).unwrap();
+    let b = FileDevice::open(&path, ro()).unwrap();
+    let err = FileDevice::open(&path, OpenOptions::default()).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::ResourceBusy, "{err}");
+    drop((a, b));
+    drop(FileDevice::open(&path, OpenOptions::default()).unwrap());
+}
+
+#[test]
+fn set_len_resizes_an_image_opened_read_write() {
+    let (_dir, path) = image(MIB);
+    let mut dev = FileDevice::open(&path, OpenOptions::default()).unwrap();
+    dev.set_len(2 * MIB).unwrap();
+    assert_eq!(dev.len(), 2 * MIB);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), 2 * MIB);
+    let mut reader = FileDevice::open(&path, inspect()).unwrap();
+    let err = reader.set_len(MIB).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
 }
 
 /// Exercises an `O_DIRECT` device, or checks the refusal is reported as
@@ -336,36 +378,9 @@ fn gather_copies_across_slice_boundaries() {
 }
 
 /// A loop device over an image, detached on drop even if the test fails.
-struct LoopDevice {
-    node: PathBuf,
-}
-
-impl LoopDevice {
-    fn attach(image: &Path) -> LoopDevice {
-        let out = Command::new("losetup")
-            .arg("-f")
-            .arg("--show")
-            .arg(image)
-            .output()
-            .expect("losetup must be installed (tests run as root)");
-        assert!(
-            out.status.success(),
-            "losetup -f --show failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let node = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        LoopDevice { node: node.into() }
-    }
-}
-
-impl Drop for LoopDevice {
-    fn drop(&mut self) {
-        let _ = Command::new("losetup").arg("-d").arg(&self.node).status();
-    }
-}
-
 #[test]
 fn loop_block_device_size_io_discard_and_exclusivity() {
+    use lfs_e2e::LoopDevice;
     let len = 8 * MIB;
     let (_dir, img) = image_in(Path::new("/var/tmp"), len);
     let lo = LoopDevice::attach(&img);
@@ -395,8 +410,8 @@ fn loop_block_device_size_io_discard_and_exclusivity() {
     assert!(msg.contains("in use"), "{msg}");
     assert!(msg.contains(&*lo.node.to_string_lossy()), "{msg}");
 
-    // Read-only opens are allowed alongside.
-    let reader = FileDevice::open(&lo.node, ro()).unwrap();
+    // Inspecting read-only opens are allowed alongside.
+    let reader = FileDevice::open(&lo.node, inspect()).unwrap();
     assert_eq!(reader.len(), len);
     let mut head = vec![0u8; 4096];
     reader.read_at(&mut head, 4096).unwrap();

@@ -102,13 +102,15 @@ impl History {
         start < end && self.valid.range(start..end).next().is_some()
     }
 
-    /// Whether only snapshots keep a block of lifetime `[start, end)`.
-    pub fn kept_by_snapshots_only(&self, start: u64, end: u64) -> bool {
+    /// Whether a snapshot keeps a block of lifetime `[start, end)`: then
+    /// deleting plain checkpoints (cleaning's expiry, `rmcp`) cannot free
+    /// it, whatever plain checkpoints see it too.
+    pub fn kept_by_a_snapshot(&self, start: u64, end: u64) -> bool {
         start < end
             && self
                 .valid
                 .range(start..end)
-                .all(|(_, m)| m.flags & CP_FLAG_SNAPSHOT != 0)
+                .any(|(_, m)| m.flags & CP_FLAG_SNAPSHOT != 0)
     }
 
     /// Makes `cno` a snapshot or a plain checkpoint.
@@ -363,8 +365,10 @@ mod tests {
         assert!(!h.keeps(3, 5));
         assert!(h.keeps(3, 6));
         assert!(!h.keeps(6, 6));
-        assert!(h.kept_by_snapshots_only(3, 6));
-        assert!(!h.kept_by_snapshots_only(3, 10));
+        assert!(h.kept_by_a_snapshot(3, 6));
+        assert!(h.kept_by_a_snapshot(3, 10));
+        assert!(!h.kept_by_a_snapshot(1, 3));
+        assert!(!h.kept_by_a_snapshot(6, 10));
     }
 
     #[test]

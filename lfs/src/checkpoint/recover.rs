@@ -39,6 +39,21 @@ pub struct RecoveryReport {
     pub rolled_forward: RolledForward,
     /// Whether the filesystem had been unmounted cleanly.
     pub was_clean: bool,
+    /// With [`Target::Intact`]: the checkpoint the superblock names, when
+    /// it was not found intact and `cno`, an older one, was loaded.
+    pub damaged: Option<u64>,
+}
+
+/// Which checkpoint recovery loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Target {
+    /// The one the superblock names, or a later one: never an older one
+    /// (a damaged last checkpoint is an error). What a mount does.
+    Latest,
+    /// The newest checkpoint found intact on the log chain, older than the
+    /// one the superblock names if that one is damaged: for a read-only
+    /// look at an older checkpoint and for a rollback (`rollback.rs`).
+    Intact,
 }
 
 struct Found {
@@ -230,6 +245,15 @@ impl State {
     /// Recovers the filesystem on `dev` and returns its state. With
     /// `read_only` false, also marks the superblock dirty (mounted).
     pub fn recover(dev: Arc<dyn BlockDevice>, read_only: bool) -> Result<(State, RecoveryReport)> {
+        Self::recover_to(dev, read_only, Target::Latest)
+    }
+
+    /// [`State::recover`] of the checkpoint `target` says.
+    pub fn recover_to(
+        dev: Arc<dyn BlockDevice>,
+        read_only: bool,
+        target: Target,
+    ) -> Result<(State, RecoveryReport)> {
         let pair = read_superblocks(dev.as_ref())?;
         let Some(sb) = pair.current().cloned() else {
             return Err(Error::Unsupported(format!(
@@ -260,9 +284,10 @@ impl State {
                 logs = scan(dev.as_ref(), &sb, o.last_log_block, o.last_seq)?;
             }
         }
-        // Never silently older than the checkpoint the superblock names.
+        // Never silently older than the checkpoint the superblock names:
+        // only when asked for the intact one.
         let last_sr = match logs.iter().rposition(|l| l.super_root.is_some()) {
-            Some(i) if logs[i].header.cno >= sb.last_cno => i,
+            Some(i) if logs[i].header.cno >= sb.last_cno || target == Target::Intact => i,
             found => {
                 let found = found.map(|i| logs[i].header.cno);
                 return Err(missing_checkpoint(dev.as_ref(), &sb, found));
@@ -292,6 +317,7 @@ impl State {
                 _ => break,
             }
         }
+        let named = sb.last_cno;
         let mut st = load(dev, sb, &sr)?;
         st.seq = next_seq(max_seq, st.sb.seq_floor, st.sb.total_blocks);
         st.sb.seq_floor = st.seq;
@@ -309,6 +335,7 @@ impl State {
             logs_discarded: logs.len() - last_sr - 1 - rolled_forward.logs,
             rolled_forward,
             was_clean: st.sb.state == crate::format::FsState::Clean,
+            damaged: (sr.cno < named).then_some(named),
         };
         if st.segs.get(st.head.next_seg).is_clean() {
             st.segs.take(st.head.next_seg, now);

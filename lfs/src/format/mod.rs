@@ -47,9 +47,9 @@ pub use meta::{
     SU_FLAG_ERROR,
 };
 pub use superblock::{
-    parse_uuid, reserved_segments, uuid_string, FsState, Superblock, FEATURE_COMPAT_KNOWN,
-    FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_DAT_JOURNAL, FEATURE_INCOMPAT_KNOWN,
-    FEATURE_RO_COMPAT_KNOWN, LABEL_LEN, SB_MAGIC, SB_SIZE,
+    describe_reserve, parse_uuid, reserved_segments, uuid_string, FsState, Superblock,
+    FEATURE_COMPAT_KNOWN, FEATURE_INCOMPAT_DATA_SYNC, FEATURE_INCOMPAT_DAT_JOURNAL,
+    FEATURE_INCOMPAT_KNOWN, FEATURE_RO_COMPAT_KNOWN, LABEL_LEN, SB_MAGIC, SB_SIZE,
 };
 pub use superroot::{JournalRoot, SuperRoot, SR_MAGIC, SR_SIZE, SR_SIZE_1_1};
 

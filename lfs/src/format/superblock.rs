@@ -400,6 +400,25 @@ pub fn reserved_segments(nsegments: u64, percent: u32) -> u64 {
     (r as u64).max(super::MIN_RESERVED_SEGMENTS)
 }
 
+/// How mkfs.lfs and fsctl describe the reserve: its segments and the
+/// share of the filesystem they really are, which is more than the
+/// percentage asked for when the minimum of [`super::MIN_RESERVED_SEGMENTS`]
+/// applies: `4 reserved for cleaning, 33% (5% asked, at least 4 segments)`.
+pub fn describe_reserve(nsegments: u64, percent: u32) -> String {
+    let reserved = reserved_segments(nsegments, percent);
+    let share = (u128::from(reserved) * 100)
+        .checked_div(u128::from(nsegments))
+        .unwrap_or(0);
+    if reserved > (u128::from(nsegments) * u128::from(percent)).div_ceil(100) as u64 {
+        format!(
+            "{reserved} reserved for cleaning, {share}% ({percent}% asked, at least {} segments)",
+            super::MIN_RESERVED_SEGMENTS
+        )
+    } else {
+        format!("{reserved} reserved for cleaning, {share}%")
+    }
+}
+
 fn invalid(field: &'static str, value: u64) -> DecodeError {
     DecodeError::InvalidField {
         what: "superblock",
@@ -410,6 +429,18 @@ fn invalid(field: &'static str, value: u64) -> DecodeError {
 
 #[cfg(test)]
 pub(crate) mod tests {
+    #[test]
+    fn reserve_descriptions_give_the_real_share() {
+        assert_eq!(
+            super::describe_reserve(12, 5),
+            "4 reserved for cleaning, 33% (5% asked, at least 4 segments)"
+        );
+        assert_eq!(
+            super::describe_reserve(1000, 5),
+            "50 reserved for cleaning, 5%"
+        );
+    }
+
     use super::*;
     use proptest::prelude::*;
 

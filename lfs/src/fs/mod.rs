@@ -764,8 +764,9 @@ impl Fs {
         let _boost = self.pass_pi.waiter();
         let most = lock(&self.opts).space_wait;
         let t = Instant::now();
+        let mut tried = space::Tried::default();
         loop {
-            match self.reclaim(true)? {
+            match self.reclaim_urgent(&mut tried)? {
                 space::Reclaim::Progress => {}
                 space::Reclaim::Busy => {
                     if t.elapsed() >= most {

@@ -51,11 +51,11 @@ pub struct Df {
     pub reserved_blocks: u64,
     /// Blocks the current state references.
     pub live_blocks: u64,
-    /// Blocks only snapshots keep.
+    /// Blocks the current state no longer sees that a snapshot keeps
+    /// (plain checkpoints may see them too: deleting those frees nothing).
     pub snapshot_blocks: u64,
-    /// Blocks only older checkpoints keep (some of them plain ones):
-    /// cleaning gives them back once those checkpoints are older than its
-    /// protection period.
+    /// Blocks only older plain checkpoints keep: cleaning gives them back
+    /// once those checkpoints are older than its protection period.
     pub protected_blocks: u64,
     /// Dead blocks in dirty segments: what cleaning would give back.
     pub reclaimable_blocks: u64,
@@ -185,7 +185,7 @@ impl Fs {
         let head_room = st.sb.segment_start(st.head.seg) + bps - st.head.block;
         let (mut snapshot, mut older) = (0, 0);
         for (_, e) in st.dat.iter_retired() {
-            if st.history.kept_by_snapshots_only(e.start_cno, e.end_cno) {
+            if st.history.kept_by_a_snapshot(e.start_cno, e.end_cno) {
                 snapshot += 1;
             } else {
                 older += 1;

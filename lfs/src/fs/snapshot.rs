@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use crate::blockdev::BlockDevice;
-use crate::checkpoint::recover::RecoveryReport;
+use crate::checkpoint::recover::{RecoveryReport, Target};
 use crate::format::{CheckpointEntry, MetaKind};
 use crate::fs::bmap::BlockMap;
 use crate::fs::state::{Loaded, State};
@@ -136,6 +136,7 @@ impl Fs {
             logs_discarded: 0,
             rolled_forward: Default::default(),
             was_clean: true,
+            damaged: None,
         };
         log::info!("checkpoint {cno} opened read-only");
         let fs = Fs::from_state(view, report, read_only_opts(), Some(cno))?;
@@ -145,13 +146,22 @@ impl Fs {
     /// Mounts checkpoint `cno` of the unmounted device `dev` read-only.
     /// NotFound if it is not a valid checkpoint.
     pub fn mount_checkpoint(dev: Arc<dyn BlockDevice>, cno: u64) -> Result<Arc<Fs>> {
-        let (mut st, report) = State::recover(dev, true)?;
+        // A damaged last checkpoint does not hide the older ones: read
+        // only, the newest intact checkpoint's history is enough.
+        let (mut st, report) = State::recover_to(dev, true, Target::Intact)?;
         let entry = st.checkpoint_entry(cno)?;
         st.switch_to(&entry)?;
-        log::info!(
-            "mounted checkpoint {cno} read-only (the latest is {})",
-            report.cno
-        );
+        match report.damaged {
+            Some(damaged) => log::warn!(
+                "mounted checkpoint {cno} read-only; checkpoint {damaged}, the last one, is \
+                 damaged and {} is the newest intact one",
+                report.cno
+            ),
+            None => log::info!(
+                "mounted checkpoint {cno} read-only (the latest is {})",
+                report.cno
+            ),
+        }
         Fs::from_state(st, report, read_only_opts(), None)
     }
 

@@ -20,11 +20,13 @@
 //!    engine runs a cleaning pass itself on greedy victims (f2fs's
 //!    foreground GC), bounded to [`MAX_VICTIMS`] segments.
 //!
-//! Two callers run these steps ([`Fs::reclaim`]): the space thread,
-//! woken after every checkpoint, acts below the levels, in the
-//! background (a pass it runs is in SCHED_IDLE, as cleanerd's); and a
-//! change that finds no space runs them itself, urgently, and retries
-//! after each step that made progress. So a writer waits for a bounded
+//! Two callers run these steps: the space thread
+//! ([`Fs::reclaim_background`]), woken after every checkpoint, acts
+//! below the levels, in the background (a pass it runs is in SCHED_IDLE,
+//! as cleanerd's); and a change that finds no space runs them itself
+//! ([`Fs::reclaim_urgent`]), and retries after each step that made
+//! progress: all deletable history at once, then up to
+//! [`MAX_URGENT_PASSES`] passes. So a writer waits for a bounded
 //! step of its own, or for a pass already running (cleanerd's, which ends
 //! with a checkpoint), never for another process's timer; it gets
 //! NoSpace once no step can make progress: every plain checkpoint that
@@ -65,6 +67,12 @@ pub(crate) const MAX_PASS_BLOCKS: u64 = 8192;
 /// each, in the estimate that chooses them (the pass's own estimate,
 /// `fs/clean.rs`, decides).
 const PASS_OVERHEAD_BLOCKS: u64 = 16;
+/// Most passes one change's wait for space runs itself: each frees at
+/// least a segment, so this bounds the wait, not the guarantee (a change
+/// that still finds no space after them is most likely racing writers
+/// that take what is freed; it gets NoSpace, as it would on a full
+/// filesystem, and may try again).
+pub(crate) const MAX_URGENT_PASSES: u32 = 16;
 /// Refused passes (EAGAIN) one step of the engine's cleaning tries
 /// before it gives up: with victims chosen again, then halved.
 const MAX_REFUSALS: u32 = 8;
@@ -93,6 +101,15 @@ pub(crate) enum Reclaim {
     Busy,
     /// Nothing more can be freed now.
     Nothing,
+}
+
+/// What the steps of one change's wait for space did so far.
+#[derive(Debug, Default)]
+pub(crate) struct Tried {
+    /// History was deleted (all that may go).
+    expired: bool,
+    /// Cleaning passes that freed something.
+    passes: u32,
 }
 
 /// The space thread's wake-up call and what it needs between steps.
@@ -206,40 +223,74 @@ impl State {
 }
 
 impl Fs {
-    /// One bounded step toward free space (module doc). `urgent`: a change
-    /// found no space and waits; otherwise the space thread, which acts
-    /// only below the levels.
-    pub(crate) fn reclaim(&self, urgent: bool) -> Result<Reclaim> {
-        if self.read_only {
+    /// One bounded step of the space thread (module doc): below the
+    /// history level, a quarter of the deletable history goes (made
+    /// durable by the next checkpoint, the timer's or a pass's: writing
+    /// one for it here would make the checkpoint just written deletable
+    /// at the next step, a checkpoint a step); below the cleaning level,
+    /// freed segments are released and a pass runs in the background.
+    pub(crate) fn reclaim_background(&self) -> Result<Reclaim> {
+        let Some(levels) = self.space_levels_if_writable() else {
             return Ok(Reclaim::Nothing);
-        }
-        let (clean, levels) = {
-            let st = self.st();
-            if st.read_only.is_some() {
-                return Ok(Reclaim::Nothing);
-            }
-            (st.clean_segments_soon(), st.space_levels())
         };
+        let clean = self.st().clean_segments_soon();
         let mut progress = false;
-        if urgent || clean < levels.history {
-            let share = if urgent {
-                HISTORY_STEP_SHARE / 2
+        if clean < levels.history {
+            progress |= self.expire_for_space(HISTORY_STEP_SHARE)? > 0;
+        }
+        if clean >= levels.clean {
+            return Ok(if progress {
+                Reclaim::Progress
             } else {
-                HISTORY_STEP_SHARE
-            };
-            progress |= self.expire_for_space(share)? > 0;
+                Reclaim::Nothing
+            });
         }
-        if urgent || progress {
-            progress |= self.release_space()?;
-        }
-        if progress {
+        if self.release_space()? {
             return Ok(Reclaim::Progress);
         }
-        let clean = self.st().clean_segments_soon();
-        if !urgent && clean >= levels.clean {
+        match self.clean_for_space(true)? {
+            Reclaim::Nothing if progress => Ok(Reclaim::Progress),
+            r => Ok(r),
+        }
+    }
+
+    /// One bounded step for a change that found no space and waits
+    /// (module doc), `tried` saying what the earlier steps of the same
+    /// wait did: first every plain checkpoint that may go (at once: the
+    /// writer waits, and deleting them a few at a time wrote a checkpoint
+    /// each, which the next step deleted again), with a checkpoint and a
+    /// superblock write that make what was freed reusable; then cleaning
+    /// passes at the caller's priority, at most [`MAX_URGENT_PASSES`].
+    pub(crate) fn reclaim_urgent(&self, tried: &mut Tried) -> Result<Reclaim> {
+        if self.space_levels_if_writable().is_none() {
             return Ok(Reclaim::Nothing);
         }
-        self.clean_for_space(!urgent)
+        if !tried.expired {
+            tried.expired = true;
+            let deleted = self.expire_for_space(1)?;
+            if self.release_space()? || deleted > 0 {
+                return Ok(Reclaim::Progress);
+            }
+        } else if self.release_space()? {
+            return Ok(Reclaim::Progress);
+        }
+        if tried.passes >= MAX_URGENT_PASSES {
+            return Ok(Reclaim::Nothing);
+        }
+        let r = self.clean_for_space(false)?;
+        if r == Reclaim::Progress {
+            tried.passes += 1;
+        }
+        Ok(r)
+    }
+
+    /// The space levels, unless nothing may be written.
+    fn space_levels_if_writable(&self) -> Option<Levels> {
+        if self.read_only {
+            return None;
+        }
+        let st = self.st();
+        st.read_only.is_none().then(|| st.space_levels())
     }
 
     /// Deletes the oldest `1/share` of the plain checkpoints that may go
@@ -368,7 +419,7 @@ pub(crate) fn space_loop(fs: std::sync::Weak<Fs>) {
         let again = if f.frozen_solid() {
             false
         } else {
-            match f.reclaim(false) {
+            match f.reclaim_background() {
                 Ok(Reclaim::Progress) => true,
                 Ok(_) => false,
                 Err(e) => {

@@ -95,9 +95,9 @@ pub struct Df {
     pub reserved_blocks: u64,
     /// Blocks the current checkpoint references.
     pub live_blocks: u64,
-    /// Blocks only snapshots hold.
+    /// Blocks a snapshot holds (plain checkpoints may hold them too).
     pub snapshot_blocks: u64,
-    /// Blocks only checkpoints inside the protection period hold.
+    /// Blocks only older plain checkpoints hold.
     pub protected_blocks: u64,
     /// Dead blocks in dirty segments: what cleaning would give back.
     pub reclaimable_blocks: u64,

@@ -81,7 +81,7 @@ pub fn sh(script: &str) -> Output {
 #[track_caller]
 pub fn assert_fsck_clean(image: &Path, when: &str) {
     let o = run(
-        Command::new(built_binary("fsctl")).arg("fsck").arg(image),
+        &mut lfs_e2e::daemons::fsctl(&["fsck".as_ref(), image.as_os_str()]),
         CMD_TIMEOUT,
     );
     assert!(
@@ -146,10 +146,7 @@ impl Fsd {
     /// `args` choose one, the control socket goes beside the mount point
     /// (`MOUNTPOINT.sock`): tests run in parallel, and the default
     /// `/run/lfs/<image name>.sock` would collide between their images.
-    /// Unless `args` mention cleanerd's options (`-o gcconf=...`, `-o
-    /// nogc`), fsd runs with `-o nogc`: a test that cleans starts its own
-    /// cleanerd, or makes fsd start one with a configuration of its own
-    /// (never the machine's /etc/lfs/cleanerd.conf).
+    /// fsd starts no cleanerd unless `args` ask ([`lfs_e2e::daemons::fsd`]).
     pub fn start(image: &Path, mountpoint: &Path, args: &[&str]) -> Fsd {
         let chosen = args
             .iter()
@@ -159,13 +156,6 @@ impl Fsd {
         if !chosen {
             all.push("--socket");
             all.push(sock.to_str().expect("temporary paths are UTF-8"));
-        }
-        if !args
-            .iter()
-            .any(|a| a.contains("gcconf=") || a.contains("nogc"))
-        {
-            all.push("-o");
-            all.push("nogc");
         }
         Self::start_exactly(image, mountpoint, &all)
     }
@@ -182,11 +172,9 @@ impl Fsd {
         ));
         let out = File::create(&log).unwrap_or_else(|e| panic!("creating {}: {e}", log.display()));
         let err = out.try_clone().expect("duplicating the log file");
-        let child = Command::new(built_binary("fsd"))
-            .args(args)
+        let child = lfs_e2e::daemons::fsd(args)
             .arg(image)
             .arg(mountpoint)
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err)
@@ -315,7 +303,7 @@ pub fn lazy_unmount(path: &Path) {
 
 /// Runs `fsctl args` (its exit status is the caller's to check).
 pub fn fsctl<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Output {
-    run(Command::new(built_binary("fsctl")).args(args), CMD_TIMEOUT)
+    run(&mut lfs_e2e::daemons::fsctl(args), CMD_TIMEOUT)
 }
 
 /// `fsctl df --json` of the fsd on `sock`.
@@ -360,12 +348,9 @@ impl Cleanerd {
             .append(true)
             .open(&log)
             .unwrap_or_else(|e| panic!("opening {}: {e}", log.display()));
-        let child = Command::new(built_binary("cleanerd"))
-            .arg("-c")
-            .arg(&conf)
+        let child = lfs_e2e::daemons::cleanerd(&["-c".as_ref(), conf.as_os_str()])
             .args(["--log-level", "info"])
             .arg(sock)
-            .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(out.try_clone().expect("duplicating the log file"))
             .stderr(out)
@@ -533,12 +518,7 @@ pub fn manifest(root: &Path) -> String {
 /// Runs fsd to completion (it is expected to refuse) and returns its
 /// output.
 pub fn fsd_refusal(args: &[&str]) -> Output {
-    run(
-        Command::new(built_binary("fsd"))
-            .args(args)
-            .env_remove("RUST_LOG"),
-        CMD_TIMEOUT,
-    )
+    run(&mut lfs_e2e::daemons::fsd(args), CMD_TIMEOUT)
 }
 
 #[track_caller]
