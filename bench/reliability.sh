@@ -97,7 +97,7 @@ step() {
     commands+=("$3")
 }
 t="cargo test ${profile[*]}"
-step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture"
+step crash '^crash matrix' "$t -p lfs --test crash -- --nocapture && $t -p lfs --test crash_space -- --nocapture"
 step soak '^concurrent model' "$t -p lfs --test concurrent -- --nocapture"
 step fsx '^(PASS|FAIL)  |^fsx.sh: ' "$fsx_cmd"
 step ioerrors '^io errors' "$t -p lfs --test ioerrors -- --nocapture && $t -p lfs-e2e --test fsd_ioerror -- --nocapture"

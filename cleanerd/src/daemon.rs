@@ -497,10 +497,6 @@ impl Daemon {
                 );
                 self.schedule.deferred(now, p);
             }
-            Outcome::Busy => {
-                debug!("{}: next pass after the usual interval", report.summary());
-                self.schedule.cleaned(now, p);
-            }
             Outcome::NoCandidates => {
                 if self.last_outcome != Some(Outcome::NoCandidates) {
                     info!(
@@ -519,6 +515,16 @@ impl Daemon {
 
     /// Logs and schedules the retry of a failure (see the module doc).
     fn fail(&mut self, now: Duration, f: &Failure) {
+        // EBUSY: another pass runs (fsd's own, when space runs short) or
+        // the filesystem is frozen. Not trouble: the next pass comes after
+        // the usual interval, with no back-off and no warning.
+        if f.errno() == Some(nix::libc::EBUSY) && !self.one_shot {
+            debug!("fsd is busy (its own cleaning pass, or frozen); next pass after the usual interval");
+            if let Some(p) = self.params.clone() {
+                self.schedule.cleaned(now, &p);
+            }
+            return;
+        }
         let (first, cap) = (self.config.cleaning_interval, self.config.retry_interval);
         let slow = matches!(f.errno(), Some(nix::libc::EROFS | nix::libc::ENOTTY));
         let wait = if slow {

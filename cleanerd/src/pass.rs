@@ -32,8 +32,6 @@ use crate::schedule::Effort;
 
 /// The errno fsd answers for a segment it cannot clean now.
 const EAGAIN: i32 = nix::libc::EAGAIN;
-/// The errno fsd answers while another pass runs or it is frozen.
-const EBUSY: i32 = nix::libc::EBUSY;
 
 /// After refusals, how many more candidates a pass tries per segment it
 /// was asked to clean.
@@ -64,10 +62,6 @@ pub enum Outcome {
     Deferred,
     /// No segment could be chosen.
     NoCandidates,
-    /// fsd answered EBUSY: another pass runs (fsd's own, when space runs
-    /// short) or the filesystem is frozen. Not a failure: the next pass
-    /// comes after the usual interval.
-    Busy,
 }
 
 /// What a pass did, for the log, `--status` and `--once`.
@@ -143,9 +137,6 @@ impl PassReport {
             ),
             Outcome::NoCandidates => {
                 format!("no segment to clean ({} candidates)", self.candidates)
-            }
-            Outcome::Busy => {
-                "fsd is busy (its own pass for space runs, or it is frozen)".to_string()
             }
         };
         let mut s = head;
@@ -253,10 +244,6 @@ pub fn run_pass(
     };
     match c.call(&expire) {
         Ok(r) => report.add(&r),
-        Err(e) if e.errno() == Some(EBUSY) => {
-            report.outcome = Outcome::Busy;
-            return Ok(report);
-        }
         // No room to delete checkpoints: cleaning segments may make some
         // (fsd then deletes what fits with them).
         Err(e) if e.errno() == Some(nix::libc::ENOSPC) => {}
@@ -340,7 +327,7 @@ pub fn run_pass(
             .take(EXTRA_TRIES * want)
             .collect();
         let mut rest = extra.as_slice();
-        while report.cleaned.len() < want && !rest.is_empty() && report.outcome != Outcome::Busy {
+        while report.cleaned.len() < want && !rest.is_empty() {
             let (batch, tail) = rest.split_at((want - report.cleaned.len()).min(rest.len()));
             clean_batch(c, protection_s, batch, &place, &mut report)?;
             rest = tail;
@@ -367,7 +354,7 @@ fn clean_batch(
     place: &Place<'_>,
     report: &mut PassReport,
 ) -> Result<(), PassError> {
-    if segs.is_empty() || report.outcome == Outcome::Busy {
+    if segs.is_empty() {
         return Ok(());
     }
     let req = CleanSegments {
@@ -393,10 +380,6 @@ fn clean_batch(
         }
         Err(e) if e.errno() == Some(EAGAIN) => {
             report.skipped.push(segs[0]);
-            Ok(())
-        }
-        Err(e) if e.errno() == Some(EBUSY) => {
-            report.outcome = Outcome::Busy;
             Ok(())
         }
         Err(error) => Err(PassError {

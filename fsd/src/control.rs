@@ -412,6 +412,7 @@ impl Service for FsService {
             protected_blocks: d.protected_blocks,
             reclaimable_blocks: d.reclaimable_blocks,
             booked_blocks: d.booked_blocks,
+            checkpoints_expired_for_space: d.checkpoints_expired_for_space,
         })
     }
 

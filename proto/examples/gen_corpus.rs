@@ -288,6 +288,7 @@ fn inputs() -> Vec<(&'static str, Vec<u8>)> {
             protected_blocks: 20,
             reclaimable_blocks: 5_000,
             booked_blocks: 12,
+            checkpoints_expired_for_space: 2,
         },
     ));
 

@@ -110,6 +110,7 @@ impl Service for Dummy {
             protected_blocks: 7,
             reclaimable_blocks: 42,
             booked_blocks: 3,
+            checkpoints_expired_for_space: 0,
         })
     }
     fn change_cpmode(&self, _: &Peer, r: ChangeCpmode) -> Result<Done, i32> {

@@ -217,6 +217,10 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             ("protected_bytes", d.protected_blocks * b),
             ("reclaimable_bytes", d.reclaimable_blocks * b),
             ("booked_bytes", d.booked_blocks * b),
+            (
+                "checkpoints_expired_for_space",
+                d.checkpoints_expired_for_space,
+            ),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), json!(v)))
@@ -230,6 +234,13 @@ pub fn df(target: Option<&Path>, as_json: bool) -> Result<Exit> {
             blocks * b,
             lfs_common::units::human_bytes(blocks * b),
             pct(blocks, d.total_blocks)
+        );
+    }
+    // History yields to space (fsd(8), CLEANING): say when it did.
+    if d.checkpoints_expired_for_space > 0 {
+        println!(
+            "{} plain checkpoint(s) deleted since mount because space ran short",
+            d.checkpoints_expired_for_space
         );
     }
     Ok(Exit::Ok)

@@ -63,6 +63,9 @@ pub struct Df {
     /// checkpoint with room writes every stale DAT block): counted in
     /// `free_blocks`, but statfs counts them as used.
     pub booked_blocks: u64,
+    /// Plain checkpoints deleted since mount because space ran short
+    /// (`fs/space.rs`).
+    pub checkpoints_expired_for_space: u64,
 }
 
 impl Fs {
@@ -201,6 +204,10 @@ impl Fs {
             protected_blocks: older,
             reclaimable_blocks: reclaimable,
             booked_blocks: st.dat.merge_booking(),
+            checkpoints_expired_for_space: self
+                .stats
+                .checkpoints_expired_for_space
+                .load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 }

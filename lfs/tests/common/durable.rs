@@ -34,17 +34,25 @@ pub struct Entry {
 pub type Tree = BTreeMap<String, Entry>;
 
 pub fn entry(fs: &Fs, ino: u64, kind: FileType) -> lfs::Result<Entry> {
+    let data = match kind {
+        FileType::Regular => {
+            let size = fs.getattr(ino)?.size;
+            fs.read(ino, 0, size as u32 + 1)?
+        }
+        FileType::Symlink => fs.readlink(ino)?,
+        _ => Vec::new(),
+    };
+    entry_with(fs, ino, kind, data)
+}
+
+/// [`entry`] with the bytes the caller knows the file holds, not read.
+pub fn entry_with(fs: &Fs, ino: u64, kind: FileType, data: Vec<u8>) -> lfs::Result<Entry> {
     let a = fs.getattr(ino)?;
     let mut xattrs = BTreeMap::new();
     for name in fs.listxattr(ino)? {
         let v = fs.getxattr(ino, &name)?;
         xattrs.insert(name, v);
     }
-    let data = match kind {
-        FileType::Regular => fs.read(ino, 0, a.size as u32 + 1)?,
-        FileType::Symlink => fs.readlink(ino)?,
-        _ => Vec::new(),
-    };
     Ok(Entry {
         ino,
         kind,

@@ -13,10 +13,11 @@
 //!    u64 counts (the two counts must be equal).
 //!
 //! GetDf      (request, 0 bytes)   empty
-//! Df         (reply, 68 bytes)
+//! Df         (reply, 76 bytes)
 //!    0 u32 block_size   4 u64 total_blocks   12 u64 free_blocks
 //!   20 u64 reserved_blocks   28 u64 live_blocks   36 u64 snapshot_blocks
 //!   44 u64 protected_blocks   52 u64 reclaimable_blocks   60 u64 booked_blocks
+//!   68 u64 checkpoints_expired_for_space
 //! ```
 
 use super::{empty_record, message, request, DecodeError, Reader, Record, Writer};
@@ -104,6 +105,9 @@ pub struct Df {
     /// Free blocks kept back for a due DAT merge (counted in
     /// `free_blocks`; statfs counts them as used).
     pub booked_blocks: u64,
+    /// Plain checkpoints fsd deleted since mount because space ran short
+    /// (history yields to space).
+    pub checkpoints_expired_for_space: u64,
 }
 
 /// A counter inside [`Stats`].
@@ -162,7 +166,7 @@ impl Record for Stats {
 
 impl Record for Df {
     const WHAT: &'static str = "Df";
-    const MIN_SIZE: usize = 68;
+    const MIN_SIZE: usize = 76;
     fn put(&self, w: &mut Writer) {
         w.u32(self.block_size);
         w.u64(self.total_blocks);
@@ -173,6 +177,7 @@ impl Record for Df {
         w.u64(self.protected_blocks);
         w.u64(self.reclaimable_blocks);
         w.u64(self.booked_blocks);
+        w.u64(self.checkpoints_expired_for_space);
     }
     fn get(r: &mut Reader<'_>) -> Result<Self, DecodeError> {
         Ok(Df {
@@ -185,6 +190,7 @@ impl Record for Df {
             protected_blocks: r.u64("protected_blocks")?,
             reclaimable_blocks: r.u64("reclaimable_blocks")?,
             booked_blocks: r.u64("booked_blocks")?,
+            checkpoints_expired_for_space: r.u64("checkpoints_expired_for_space")?,
         })
     }
 }
@@ -291,12 +297,13 @@ mod tests {
             protected_blocks: 6,
             reclaimable_blocks: 7,
             booked_blocks: 8,
+            checkpoints_expired_for_space: 9,
         };
         golden(
             &d,
             "00100000 0100000000000000 0200000000000000 0300000000000000
              0400000000000000 0500000000000000 0600000000000000 0700000000000000
-             0800000000000000",
+             0800000000000000 0900000000000000",
         );
         assert_eq!(d.encode().len(), <Df as Record>::MIN_SIZE);
     }
@@ -323,7 +330,7 @@ mod tests {
         }
 
         #[test]
-        fn df_round_trips(bs in any::<u32>(), v in any::<[u64; 8]>()) {
+        fn df_round_trips(bs in any::<u32>(), v in any::<[u64; 9]>()) {
             round_trip(&Df {
                 block_size: bs,
                 total_blocks: v[0],
@@ -334,6 +341,7 @@ mod tests {
                 protected_blocks: v[5],
                 reclaimable_blocks: v[6],
                 booked_blocks: v[7],
+                checkpoints_expired_for_space: v[8],
             })?;
         }
 
