@@ -39,6 +39,15 @@ fn fsck_clean(dev: &Arc<MemDevice>) {
     assert!(r.is_clean(), "fsck: {:#?}", r.errors);
 }
 
+/// The valid checkpoints, oldest first.
+fn checkpoints(fs: &Fs) -> Vec<u64> {
+    fs.cpinfo(1, 10_000, false)
+        .unwrap()
+        .iter()
+        .map(|e| e.cno)
+        .collect()
+}
+
 /// Chunk `c` of file `f` at version `v`: distinct for each.
 fn chunk(f: u64, c: u64, v: u64, len: usize) -> Vec<u8> {
     let x = f.wrapping_mul(0x9e37) ^ c.wrapping_mul(0x85eb) ^ v.wrapping_mul(0xc2b2);
@@ -213,12 +222,7 @@ fn history_yields_to_space_but_snapshots_stay() {
         fs.sync().unwrap();
     }
     assert!(fs.stats().counter("checkpoints_expired_for_space").unwrap() > 0);
-    let cps: Vec<u64> = fs
-        .cpinfo(1, 10_000, false)
-        .unwrap()
-        .iter()
-        .map(|e| e.cno)
-        .collect();
+    let cps = checkpoints(&fs);
     assert!(cps.contains(&snap), "the snapshot was deleted: {cps:?}");
     assert!(
         !cps.contains(&first_plain),
@@ -228,6 +232,85 @@ fn history_yields_to_space_but_snapshots_stay() {
     assert_eq!(view.read(f, 0, 256 << 10).unwrap(), data(1));
     drop(view);
     assert_eq!(fs.read(f, 0, 256 << 10).unwrap(), data(250));
+    fs.unmount().unwrap();
+    drop(fs);
+    fsck_clean(&dev);
+}
+
+/// Deleting a long history, in the bounded steps that let writers in
+/// between (`checkpoint/history.rs`), frees exactly what no remaining
+/// checkpoint sees: all of it but what a snapshot or a mounted checkpoint
+/// keeps, which stays readable. Several steps' worth: 4 versions of
+/// 6144 blocks die.
+#[test]
+fn deleting_a_long_history_frees_exactly_what_no_checkpoint_sees() {
+    use std::time::Duration;
+    const BLOCKS: u64 = 6144;
+    const { assert!(4 * BLOCKS > 2 * lfs::checkpoint::history::MAX_FREED_PER_STEP) };
+    let dev = fresh_with(512 << 20, 256);
+    let d: Arc<dyn BlockDevice> = dev.clone();
+    let opts = MountOptions {
+        background_space: false,
+        ..MountOptions::default()
+    };
+    let fs = Fs::mount(d, opts).unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0, 0).unwrap().ino;
+    let chunk = |v: u64, c: u64| chunk(1, c, v, 1 << 20);
+    let write = |v: u64| {
+        for c in 0..(BLOCKS * BS) >> 20 {
+            fs.write(f, c << 20, &chunk(v, c)).unwrap();
+        }
+    };
+    let (mut snap, mut mounted) = (0, 0);
+    for v in 0..=6 {
+        write(v);
+        match v {
+            2 => snap = fs.make_checkpoint(true).unwrap(),
+            3 => mounted = fs.make_checkpoint(false).unwrap(),
+            _ => {
+                fs.make_checkpoint(false).unwrap();
+            }
+        }
+    }
+    let latest = fs.make_checkpoint(false).unwrap();
+    let view = fs.open_checkpoint(mounted).unwrap();
+    let (deleted, freed) = fs.delete_checkpoints_older_than(Duration::ZERO).unwrap();
+    assert!(deleted >= 4, "{deleted} checkpoints deleted");
+    assert!(freed >= 4 * BLOCKS, "{freed} blocks freed");
+    let cps = checkpoints(&fs);
+    // Left: the snapshot, the mounted one, the latest and the one that
+    // recorded the deletion.
+    assert_eq!(cps[..3], [snap, mounted, latest], "left: {cps:?}");
+    assert_eq!(cps.len(), 4, "left: {cps:?}");
+    // What is left: the snapshot's version, the mounted one's (not kept
+    // by a snapshot), and nothing else but a little metadata.
+    let df = fs.df();
+    assert!(
+        df.snapshot_blocks >= BLOCKS && df.snapshot_blocks < BLOCKS + 64,
+        "{df:?}"
+    );
+    assert!(
+        df.protected_blocks >= BLOCKS && df.protected_blocks < BLOCKS + 64,
+        "{df:?}"
+    );
+    let check = |fs: &Fs, v: u64| {
+        for c in 0..(BLOCKS * BS) >> 20 {
+            assert_eq!(
+                fs.read(f, c << 20, 1 << 20).unwrap(),
+                chunk(v, c),
+                "chunk {c}"
+            );
+        }
+    };
+    check(&view, 3);
+    check(&fs.open_checkpoint(snap).unwrap(), 2);
+    check(&fs, 6);
+    // Unmounted, the plain checkpoint goes too.
+    drop(view);
+    let (deleted, freed) = fs.delete_checkpoints_older_than(Duration::ZERO).unwrap();
+    assert_eq!(deleted, 2);
+    assert!(freed >= BLOCKS, "{freed} blocks freed");
+    assert!(fs.df().protected_blocks < 64, "{:?}", fs.df());
     fs.unmount().unwrap();
     drop(fs);
     fsck_clean(&dev);

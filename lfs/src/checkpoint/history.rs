@@ -68,6 +68,14 @@ impl History {
         self.valid.range(range).next().is_some()
     }
 
+    /// The first valid checkpoint after `cno`.
+    pub fn next_valid_after(&self, cno: u64) -> Option<u64> {
+        self.valid
+            .range(cno.saturating_add(1)..)
+            .next()
+            .map(|(&c, _)| c)
+    }
+
     /// Records a new checkpoint (its entry is written with it).
     pub fn add(&mut self, cno: u64, flags: u32, ctime_ns: u64) {
         self.valid.insert(cno, CpMeta { flags, ctime_ns });
@@ -222,6 +230,23 @@ impl History {
     }
 }
 
+/// Most blocks one step of deleting old checkpoints frees
+/// ([`State::delete_oldest_checkpoints`]): bounds how long it holds the
+/// state lock, and the DAT records the next checkpoint journals for it.
+pub const MAX_FREED_PER_STEP: u64 = 8192;
+
+/// What one step of deleting the oldest checkpoints did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Deleted {
+    /// Checkpoints deleted.
+    pub checkpoints: u64,
+    /// What that freed.
+    pub freed: Freed,
+    /// Deletable checkpoints (of those asked for) were left for another
+    /// step.
+    pub more: bool,
+}
+
 /// What freeing dead blocks did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Freed {
@@ -302,47 +327,83 @@ impl State {
         Ok(())
     }
 
-    /// Deletes the plain checkpoints older than `before_ns` (not the
-    /// latest, snapshots or mounted ones) and frees what only they kept.
-    pub fn delete_checkpoints_before(&mut self, before_ns: u64) -> Result<(u64, Freed)> {
-        self.delete_oldest_checkpoints(before_ns, usize::MAX)
-    }
-
-    /// [`Self::delete_checkpoints_before`], deleting at most the `most`
-    /// oldest of them.
+    /// Deletes, oldest first, up to `most` of the plain checkpoints older
+    /// than `before_ns` (never the latest, a snapshot or a mounted one)
+    /// and frees what only they kept, stopping once
+    /// [`MAX_FREED_PER_STEP`] blocks died: the caller holds the state
+    /// lock, and freeing (then journaling) a hundred thousand blocks at
+    /// once stalled every writer for tens of milliseconds.
+    ///
+    /// Checkpoints that keep no block of their own are left for an
+    /// expiry that frees something: deleting them gives nothing back, yet
+    /// a checkpoint must record it, which makes the one before it
+    /// deletable in turn. A cleaner expiring every few seconds kept that
+    /// going on an idle filesystem, 5 blocks a checkpoint, until a full
+    /// one had used up its reserve and could not even unlink
+    /// (docs/RELIABILITY.md, §5). `continued` says an earlier step of the
+    /// same expiry freed something: then these go even if they free
+    /// nothing themselves, as they would have with it in one step. Short
+    /// of room to record them all, the oldest half, and so on: a nearly
+    /// full filesystem gives space back a little at a time.
     pub fn delete_oldest_checkpoints(
         &mut self,
         before_ns: u64,
         most: usize,
-    ) -> Result<(u64, Freed)> {
+        continued: bool,
+    ) -> Result<Deleted> {
         self.writable()?;
-        // Short of room for all of them, the oldest half, and so on: a
-        // nearly full filesystem gives space back a little at a time.
-        let mut limit = most;
+        let doomed: Vec<u64> = self
+            .history
+            .deletable(before_ns, self.cno)
+            .take(most)
+            .collect();
+        let mut take = doomed.len();
         loop {
-            let mut h = self.history.clone();
-            let n = h.delete_older(before_ns, self.cno, limit);
-            // Checkpoints that keep no block of their own are left for an
-            // expiry that frees something: deleting them gives nothing
-            // back, yet a checkpoint must record it, which makes the one
-            // before it deletable in turn. A cleaner expiring every few
-            // seconds kept that going on an idle filesystem, 5 blocks a
-            // checkpoint, until a full one had used up its reserve and
-            // could not even unlink (docs/RELIABILITY.md, §5).
-            let dead = if n == 0 {
-                Vec::new()
-            } else {
-                self.dead_under(&h)
-            };
-            if dead.is_empty() {
-                return Ok((0, Freed::default()));
+            let (h, dead, n) = self.plan_deletions(&doomed[..take])?;
+            if n == 0 || (dead.is_empty() && !continued) {
+                return Ok(Deleted::default());
             }
             match self.commit_history_freeing(h, dead) {
-                Ok(f) => return Ok((n, f)),
-                Err(Error::NoSpace) if n > 1 => limit = (n / 2) as usize,
+                Ok(freed) => {
+                    return Ok(Deleted {
+                        checkpoints: n as u64,
+                        freed,
+                        more: n < doomed.len(),
+                    })
+                }
+                Err(Error::NoSpace) if n > 1 => take = n / 2,
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// The history without `doomed` (valid plain checkpoints, oldest
+    /// first) and the entries that leaves unseen, deleting them in order
+    /// until [`MAX_FREED_PER_STEP`] entries died; returns how many were
+    /// deleted too. An entry a deletion leaves unseen ends after it and
+    /// no later than the next valid checkpoint (which would keep it
+    /// otherwise), so only those groups of the DAT's retired entries are
+    /// read, each once.
+    fn plan_deletions(&mut self, doomed: &[u64]) -> Result<(History, Vec<u64>, usize)> {
+        let mut h = self.history.clone();
+        let mut dead = Vec::new();
+        let mut n = 0;
+        for &c in doomed {
+            if dead.len() as u64 >= MAX_FREED_PER_STEP {
+                break;
+            }
+            h.delete(c, self.cno)?;
+            n += 1;
+            let next = h.next_valid_after(c).unwrap_or(u64::MAX);
+            dead.extend(
+                self.dat
+                    .retired_ending_in(c + 1..=next)
+                    .into_iter()
+                    .filter(|(_, e)| !h.keeps(e.start_cno, e.end_cno))
+                    .map(|(v, _)| v),
+            );
+        }
+        Ok((h, dead, n))
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use crate::checkpoint::history::Deleted;
 use crate::fs::{now_ns, Fs};
-use crate::Result;
+use crate::{Error, Result};
 
 /// What [`Fs::expire_checkpoints`] deleted.
 pub(crate) struct Expired {
@@ -84,15 +85,31 @@ impl Fs {
     /// that a pass writes one checkpoint, not one more for the deletion.
     pub(crate) fn expire_checkpoints(&self, age: Duration) -> Result<Expired> {
         let before = now_ns().saturating_sub(age.as_nanos().min(u128::from(u64::MAX)) as u64);
-        let mut st = self.st();
-        let pending = st.segs.npending();
-        let (deleted, f) = st.delete_checkpoints_before(before)?;
-        Ok(Expired {
-            deleted,
-            blocks_freed: f.blocks,
-            segments_freed: st.segs.npending() > pending,
-            want: st.mods,
-        })
+        let pending = self.st().segs.npending();
+        let mut e = Expired {
+            deleted: 0,
+            blocks_freed: 0,
+            segments_freed: false,
+            want: 0,
+        };
+        // In bounded steps, each under the lock once: writers get in
+        // between.
+        loop {
+            let mut st = self.st();
+            let d = match st.delete_oldest_checkpoints(before, usize::MAX, e.deleted > 0) {
+                Ok(d) => d,
+                // Room ran out after a step: what it freed comes first.
+                Err(Error::NoSpace) if e.deleted > 0 => Deleted::default(),
+                Err(err) => return Err(err),
+            };
+            e.deleted += d.checkpoints;
+            e.blocks_freed += d.freed.blocks;
+            e.segments_freed |= st.segs.npending() > pending;
+            e.want = st.mods;
+            if !d.more {
+                return Ok(e);
+            }
+        }
     }
 
     /// Sets the last-modified time (seconds) of segments, as a cleaner does

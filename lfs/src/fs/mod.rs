@@ -508,39 +508,44 @@ impl Fs {
     }
 
     /// Keeps dirty data bounded without a cliff (seed 002: averages hide
-    /// spikes). Above a quarter of the limit the checkpoint thread is woken
-    /// to write in the background. Between half the limit and the limit a
-    /// writer of `len` bytes sleeps `len / bandwidth`, scaled from 0 to 2×
-    /// across that band, with the device bandwidth measured by the last
-    /// checkpoints: writers slow down smoothly to the speed of the disk
-    /// instead of all stopping at once. Above the limit a writer waits for
-    /// the checkpoint in flight to finish (never writes one of its own).
+    /// spikes), as the kernel's balance_dirty_pages does: above
+    /// `limit / BACKGROUND_FRACTION` the checkpoint thread is woken to write
+    /// in the background; from a quarter of the limit on, writers are
+    /// paced, a writer of `len` bytes sleeping `len / bandwidth` times
+    /// `x / (1 - x)`, `x` being how far dirty data is across the band from
+    /// a quarter of the limit to the limit (0 at the start, 1 at the
+    /// middle: the device's speed, and steeply more toward the limit),
+    /// with the device bandwidth measured by the last checkpoints and one
+    /// pace for all writers, each sleep at most [`MAX_THROTTLE_SLEEP`].
+    /// So writers slow down smoothly to the speed of the disk instead of
+    /// all stopping at once, and no writer that did not ask for durability
+    /// waits for a flush: only at the limit itself (the device fell behind
+    /// the pace) does a writer wait, in steps of `MAX_THROTTLE_SLEEP`, for
+    /// a checkpoint to take dirty data (never writing one of its own). Dirty
+    /// data is as of the last write or checkpoint
+    /// ([`Self::note_dirty`]), read without the state lock.
     fn throttle(&self, len: usize) -> Result<()> {
+        use std::sync::atomic::Ordering::Relaxed;
         let limit = lock(&self.opts).dirty_limit_bytes;
-        // As of the last write or checkpoint: without the state lock, which
-        // a throttled writer would otherwise queue on behind every write.
-        let dirty = self.dirty_bytes.load(std::sync::atomic::Ordering::Relaxed);
-        if dirty <= limit / BACKGROUND_FRACTION {
+        let dirty = self.dirty_bytes.load(Relaxed);
+        if dirty > limit / BACKGROUND_FRACTION {
+            self.timer.kick();
+        }
+        let start = limit / PACE_FRACTION;
+        if dirty <= start {
             return Ok(());
         }
-        self.timer.kick();
-        if dirty <= limit / 2 {
-            return Ok(());
-        }
-        if dirty <= limit {
-            let bw = self
-                .timer
-                .bandwidth
-                .load(std::sync::atomic::Ordering::Relaxed);
+        if dirty < limit {
+            let bw = self.timer.bandwidth.load(Relaxed);
             if bw == 0 {
                 // No checkpoint has measured the device yet: pacing by a
-                // guess would only slow a fresh mount down (the dirty
-                // limit still bounds memory).
+                // guess would only slow a fresh mount down (the limit still
+                // bounds memory).
                 return Ok(());
             }
-            let bw = bw.max(MIN_BANDWIDTH);
-            let over = (dirty - limit / 2) as f64 / (limit / 2).max(1) as f64;
-            let delay = Duration::from_secs_f64(len as f64 / bw as f64 * 2.0 * over);
+            let x = (dirty - start) as f64 / (limit - start).max(1) as f64;
+            let factor = x / (1.0 - x);
+            let delay = Duration::from_secs_f64(len as f64 / bw.max(MIN_BANDWIDTH) as f64 * factor);
             // One pace for all writers, so that the aggregate rate, not
             // each thread's, follows the disk.
             let now = Instant::now();
@@ -555,11 +560,17 @@ impl Fs {
             Stats::add(&self.stats.throttle_sleeps, 1);
             return Ok(());
         }
+        // At the limit: the device fell behind the pace. Wait for a
+        // checkpoint to take dirty data, a step at a time.
         Stats::add(&self.stats.throttle_waits, 1);
-        match self.wait_for_checkpoint(THROTTLE_WAIT) {
-            Some(why) => Err(Error::ReadOnly(why)),
-            None => Ok(()),
+        let t = Instant::now();
+        while self.dirty_bytes.load(Relaxed) >= limit && t.elapsed() < THROTTLE_WAIT {
+            self.timer.kick();
+            if let Some(why) = self.wait_for_checkpoint(MAX_THROTTLE_SLEEP) {
+                return Err(Error::ReadOnly(why));
+            }
         }
+        Ok(())
     }
 
     /// Attributes of `ino`.
@@ -921,16 +932,21 @@ impl Drop for Fs {
 const SLOW_CHECKPOINT: Duration = Duration::from_millis(200);
 
 /// Dirty data above `limit / BACKGROUND_FRACTION` starts a background
-/// checkpoint.
-const BACKGROUND_FRACTION: u64 = 4;
+/// checkpoint: one of at most an eighth of the limit (4 MiB by default)
+/// takes tens of milliseconds, which is what a paced writer may find
+/// itself waiting behind.
+const BACKGROUND_FRACTION: u64 = 8;
+/// Writers are paced from `limit / PACE_FRACTION` on ([`Fs::throttle`]).
+const PACE_FRACTION: u64 = 4;
 
 /// Checkpoints smaller than this do not update the bandwidth estimate
 /// (their time is mostly the flush).
 const BANDWIDTH_SAMPLE_MIN: u64 = 4 << 20;
 /// Lowest bandwidth pacing assumes (bytes/s), whatever was measured.
 const MIN_BANDWIDTH: u64 = 16 << 20;
-/// Longest sleep of a throttled write in the proportional band.
-const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(50);
+/// Longest sleep of a paced write, and the step of a wait at the limit:
+/// well under the 25 ms a write may take at worst (issue 23).
+const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(10);
 
 /// Longest a throttled writer waits for the checkpoint in flight.
 const THROTTLE_WAIT: Duration = Duration::from_secs(5);

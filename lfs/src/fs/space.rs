@@ -224,10 +224,12 @@ impl State {
 
 impl Fs {
     /// One bounded step of the space thread (module doc): below the
-    /// history level, a quarter of the deletable history goes (made
-    /// durable by the next checkpoint, the timer's or a pass's: writing
-    /// one for it here would make the checkpoint just written deletable
-    /// at the next step, a checkpoint a step); below the cleaning level,
+    /// history level, a quarter of the deletable history goes, at most
+    /// [`MAX_FREED_PER_STEP`](crate::checkpoint::history::MAX_FREED_PER_STEP) blocks' worth (made durable by the next
+    /// checkpoint, the timer's or a pass's, which wakes the thread for
+    /// the next step: writing one for it here would make the checkpoint
+    /// just written deletable at the next step, a checkpoint a step);
+    /// below the cleaning level,
     /// freed segments are released and a pass runs in the background.
     pub(crate) fn reclaim_background(&self) -> Result<Reclaim> {
         let Some(levels) = self.space_levels_if_writable() else {
@@ -239,8 +241,12 @@ impl Fs {
             progress |= self.expire_for_space(HISTORY_STEP_SHARE)? > 0;
         }
         if clean >= levels.clean {
+            // What the deletion freed counts once a checkpoint wrote it:
+            // deleting more before then (a step after another) took the
+            // whole history at once, and stalled writers while the state
+            // lock freed it and the next checkpoint journaled it.
             return Ok(if progress {
-                Reclaim::Progress
+                Reclaim::Busy
             } else {
                 Reclaim::Nothing
             });
@@ -297,7 +303,9 @@ impl Fs {
     /// (at least one, more while deleting that many frees nothing),
     /// keeping those inside cleanerd's protection period if it asked for
     /// strict protection; returns how many were deleted. Durable with the
-    /// next checkpoint.
+    /// next checkpoint. With `share` 1 (a change waiting for space) every
+    /// one goes, in bounded steps that each take the state lock once;
+    /// otherwise (the space thread) one step at most.
     fn expire_for_space(&self, share: u64) -> Result<u64> {
         let Some(_pass) = self.gate.try_enter() else {
             return Ok(0);
@@ -306,36 +314,47 @@ impl Fs {
             Some(p) => now_ns().saturating_sub(p.as_nanos().min(u128::from(u64::MAX)) as u64),
             None => u64::MAX,
         };
-        let mut st = self.st();
-        let deletable = st.history.deletable(before, st.cno).count() as u64;
-        if deletable == 0 {
-            return Ok(0);
-        }
-        let mut most = deletable.div_ceil(share.max(1));
+        let (mut deleted, mut freed, mut most) = (0, 0, None);
         loop {
-            let (n, f) = match st.delete_oldest_checkpoints(before, most as usize) {
-                Ok(x) => x,
+            let mut st = self.st();
+            let deletable = st.history.deletable(before, st.cno).count() as u64;
+            if deletable == 0 {
+                break;
+            }
+            let m = *most.get_or_insert(deletable.div_ceil(share.max(1)));
+            let d = match st.delete_oldest_checkpoints(before, m as usize, deleted > 0) {
+                Ok(d) => d,
                 // No room even to record a deletion: cleaning must come
                 // first.
-                Err(Error::NoSpace) => return Ok(0),
+                Err(Error::NoSpace) => break,
                 Err(e) => return Err(e),
             };
-            if n > 0 {
-                Stats::add(&self.stats.checkpoints_expired_for_space, n);
-                log::info!(
-                    "space: deleted the {n} oldest plain checkpoint(s) (of {deletable} deletable), \
-                     freeing {} block(s): {} clean segment(s), history yields below {}",
-                    f.blocks,
-                    st.clean_segments_soon(),
-                    st.space_levels().history
-                );
-                return Ok(n);
+            if d.checkpoints == 0 {
+                // Nothing only the oldest `m` keep: more of them.
+                if m >= deletable {
+                    break;
+                }
+                most = Some((m * 2).min(deletable));
+                continue;
             }
-            if most >= deletable {
-                return Ok(0);
+            deleted += d.checkpoints;
+            freed += d.freed.blocks;
+            if share > 1 || !d.more {
+                break;
             }
-            most = (most * 2).min(deletable);
+            most = Some(m.saturating_sub(d.checkpoints).max(1));
         }
+        if deleted > 0 {
+            Stats::add(&self.stats.checkpoints_expired_for_space, deleted);
+            let st = self.st();
+            log::info!(
+                "space: deleted the {deleted} oldest plain checkpoint(s), freeing {freed} \
+                 block(s): {} clean segment(s), history yields below {}",
+                st.clean_segments_soon(),
+                st.space_levels().history
+            );
+        }
+        Ok(deleted)
     }
 
     /// Writes a checkpoint of whatever changed (deletions, frees) and

@@ -28,7 +28,7 @@
 //! is in the journal, in order, so replaying it over a newer block gives
 //! the same entries.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::format::{
     DatEntry, DatRecord, MetaBlockHeader, MetaKind, Reader, Writer, CNO_LIVE, META_HEADER_SIZE,
@@ -75,6 +75,13 @@ pub struct Dat {
     /// table for them under the state lock (half a million entries on a
     /// 2 GiB filesystem) stalled writes for milliseconds every pass.
     retired: Vec<u64>,
+    /// Retired numbers grouped by the checkpoint that retired them
+    /// (`end_cno`): deleting the oldest checkpoints looks only at the
+    /// groups those checkpoints ended ([`Self::retired_ending_in`]), not
+    /// at every retired entry. A number is added when it is retired (or
+    /// its end changes); one since freed, reused or moved to another end
+    /// stays in its old group until that group is read, which drops it.
+    by_end: BTreeMap<u64, Vec<u64>>,
 }
 
 /// Whether `e` is kept only for checkpoints: placed, then retired.
@@ -117,8 +124,10 @@ impl Dat {
         }
         let current = entries.iter().filter(|e| is_current(e)).count() as u64;
         let mut retired = vec![0u64; entries.len().div_ceil(64)];
-        for (v, _) in entries.iter().enumerate().filter(|(_, e)| is_retired(e)) {
+        let mut by_end: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (v, e) in entries.iter().enumerate().filter(|(_, e)| is_retired(e)) {
             retired[v / 64] |= 1 << (v % 64);
+            by_end.entry(e.end_cno).or_default().push(v as u64);
         }
         Dat {
             entries,
@@ -132,6 +141,7 @@ impl Dat {
             journal_force: BTreeSet::new(),
             current,
             retired,
+            by_end,
         }
     }
 
@@ -150,6 +160,9 @@ impl Dat {
                 self.retired.resize(w + 1, 0);
             }
             self.retired[w] ^= bit;
+        }
+        if is_retired(&e) && (!is_retired(&old) || old.end_cno != e.end_cno) {
+            self.by_end.entry(e.end_cno).or_default().push(v);
         }
     }
 
@@ -370,6 +383,37 @@ impl Dat {
                     .map(move |b| (i * 64 + b) as u64)
             })
             .map(|v| (v, self.entries[v as usize]))
+    }
+
+    /// Retired entries still holding a block whose `end_cno` is in
+    /// `ends`: (virtual, entry), by end then number. Costs the groups it
+    /// reads (and forgets their stale members), not the whole table.
+    pub fn retired_ending_in(
+        &mut self,
+        ends: std::ops::RangeInclusive<u64>,
+    ) -> Vec<(u64, DatEntry)> {
+        let entries = &self.entries;
+        let mut out = Vec::new();
+        if ends.is_empty() {
+            return out;
+        }
+        let mut emptied = Vec::new();
+        for (&end, group) in self.by_end.range_mut(ends) {
+            group.retain(|&v| {
+                let e = &entries[v as usize];
+                is_retired(e) && e.end_cno == end
+            });
+            group.sort_unstable();
+            group.dedup();
+            if group.is_empty() {
+                emptied.push(end);
+            }
+            out.extend(group.iter().map(|&v| (v, entries[v as usize])));
+        }
+        for end in emptied {
+            self.by_end.remove(&end);
+        }
+        out
     }
 
     /// Entries used by the current state.
@@ -680,6 +724,16 @@ mod tests {
                 scan(&d),
                 "after step {i}"
             );
+            if i % 7 == 0 {
+                // The groups by end hold the same entries, whatever was
+                // read of them before.
+                let lo = r % (cno + 1);
+                let mut by_end = d.retired_ending_in(lo..=cno);
+                by_end.sort_by_key(|&(v, _)| v);
+                let mut want = scan(&d);
+                want.retain(|(_, e)| e.end_cno >= lo);
+                assert_eq!(by_end, want, "after step {i}, ends from {lo}");
+            }
         }
         assert!(!scan(&d).is_empty());
     }
