@@ -515,11 +515,12 @@ impl Daemon {
 
     /// Logs and schedules the retry of a failure (see the module doc).
     fn fail(&mut self, now: Duration, f: &Failure) {
-        // EBUSY: another pass runs (fsd's own, when space runs short) or
-        // the filesystem is frozen. Not trouble: the next pass comes after
-        // the usual interval, with no back-off and no warning.
+        // EBUSY: the filesystem is frozen (a pass fsd runs itself when
+        // space runs short is waited for, not refused). Not trouble: the
+        // next pass comes after the usual interval, with no back-off and
+        // no warning.
         if f.errno() == Some(nix::libc::EBUSY) && !self.one_shot {
-            debug!("fsd is busy (its own cleaning pass, or frozen); next pass after the usual interval");
+            debug!("fsd is busy (frozen); next pass after the usual interval");
             if let Some(p) = self.params.clone() {
                 self.schedule.cleaned(now, &p);
             }
@@ -547,7 +548,7 @@ impl Daemon {
                 let hint = match *code {
                     nix::libc::EROFS => "; the filesystem is read-only, cleaning waits",
                     nix::libc::ENOTTY => "; this fsd cannot clean yet",
-                    nix::libc::EBUSY => "; another cleaning is running or the filesystem is frozen",
+                    nix::libc::EBUSY => "; the filesystem is frozen",
                     nix::libc::ENOSPC => "; no space even for cleaning",
                     _ => "",
                 };

@@ -468,6 +468,33 @@ mod tests {
     }
 
     #[test]
+    fn default_segment_size_scales_down_for_small_devices() {
+        use format::auto_blocks_per_segment as auto;
+        assert_eq!(auto(4 << 30, 4096), 2048);
+        assert_eq!(auto(1 << 30, 4096), 2048);
+        assert_eq!(auto(1023 << 20, 4096), 1024);
+        assert_eq!(auto(512 << 20, 4096), 1024);
+        assert_eq!(auto(128 << 20, 4096), 256);
+        assert_eq!(auto(1 << 20, 4096), 256);
+        assert_eq!(auto(1 << 20, 65536), 16);
+        assert_eq!(auto(1 << 40, 1024), 2048);
+        assert_eq!(auto(16 << 20, 1024), 1024);
+        // At least 128 segments where the size allows (1 MiB segments).
+        for mib in [129u64, 200, 300, 700, 1500] {
+            let bps = auto(mib << 20, 4096);
+            let g = plan(
+                mib << 20,
+                &MkfsOptions {
+                    blocks_per_segment: bps,
+                    ..opts()
+                },
+            )
+            .unwrap();
+            assert!(g.nsegments >= 127, "{mib} MiB: {g:?}");
+        }
+    }
+
+    #[test]
     fn geometry_of_one_gib() {
         let mut o = opts();
         o.blocks_per_segment = format::DEFAULT_BLOCKS_PER_SEGMENT;

@@ -61,9 +61,10 @@ struct Args {
     #[arg(short = 'b', long, value_name = "BYTES", default_value_t = format::DEFAULT_BLOCK_SIZE)]
     block_size: u32,
 
-    /// Blocks per segment (16 to 1048576).
-    #[arg(short = 'B', long, value_name = "N", default_value_t = format::DEFAULT_BLOCKS_PER_SEGMENT)]
-    blocks_per_segment: u32,
+    /// Blocks per segment (16 to 1048576) [default: 2048 (8 MiB at 4 KiB blocks), halved for
+    /// devices under 128 segments down to 1 MiB segments].
+    #[arg(short = 'B', long, value_name = "N")]
+    blocks_per_segment: Option<u32>,
 
     /// Percentage of segments reserved for the cleaner (0 to 50; at least 4 segments).
     #[arg(short = 'm', long, value_name = "PERCENT", default_value_t = format::DEFAULT_RESERVED_PERCENT)]
@@ -145,6 +146,7 @@ fn run(args: &Args) -> Result<(), Failure> {
         let len = args.size.unwrap_or(dev.len());
         return report_plan(args, &shown, len, &opts, kind);
     }
+    let opts = sized(args, dev.len(), &opts);
     // Planning first separates geometry errors from I/O errors.
     lfs::mkfs::plan(dev.len(), &opts).map_err(|e| plan_failure(&shown, e))?;
     let geo = lfs::mkfs::format(dev, &opts).map_err(|e| {
@@ -234,7 +236,7 @@ fn open_file(args: &Args, shown: &str, opts: &MkfsOptions) -> Result<Option<Open
             ));
         }
         // Refuse a too-small size before creating or resizing anything.
-        lfs::mkfs::plan(size, opts).map_err(|e| plan_failure(shown, e))?;
+        lfs::mkfs::plan(size, &sized(args, size, opts)).map_err(|e| plan_failure(shown, e))?;
     }
     match (&existing, args.size) {
         (Ok(_), _) => {}
@@ -315,6 +317,7 @@ fn report_plan(
     opts: &MkfsOptions,
     kind: &str,
 ) -> Result<(), Failure> {
+    let opts = &sized(args, len, opts);
     let geo = lfs::mkfs::plan(len, opts).map_err(|e| plan_failure(shown, e))?;
     if !args.quiet {
         print_geometry(shown, kind, &geo, opts, true);
@@ -325,11 +328,20 @@ fn report_plan(
 /// Maps a planning error to its exit status and message.
 fn plan_failure(shown: &str, e: lfs::Error) -> Failure {
     match e {
-        lfs::Error::DeviceTooSmall { min, .. } => fail(
+        lfs::Error::DeviceTooSmall {
+            min,
+            blocks_per_segment,
+            ..
+        } => fail(
             Exit::TooSmall,
             anyhow!(
-                "{shown}: {e} ({}); use a larger device or --size",
-                human_bytes(min)
+                "{shown}: {e} ({}); use a larger device or --size{}",
+                human_bytes(min),
+                if blocks_per_segment > format::MIN_BLOCKS_PER_SEGMENT {
+                    ", or smaller segments (-B)"
+                } else {
+                    ""
+                }
             ),
         ),
         e => fail(Exit::Usage, e),
@@ -398,7 +410,10 @@ fn options(args: &Args) -> Result<MkfsOptions, Failure> {
     let (secs, nsec) = creation_time()?;
     let mut o = MkfsOptions::new(uuid, seed, secs, nsec);
     o.block_size = args.block_size;
-    o.blocks_per_segment = args.blocks_per_segment;
+    // Until the device's size is known (`sized`).
+    o.blocks_per_segment = args
+        .blocks_per_segment
+        .unwrap_or(format::DEFAULT_BLOCKS_PER_SEGMENT);
     o.reserved_percent = args.reserved_percent;
     o.label = args.label.clone();
     o.discard = !args.no_discard;
@@ -407,6 +422,16 @@ fn options(args: &Args) -> Result<MkfsOptions, Failure> {
     o.root_uid = nix::unistd::geteuid().as_raw();
     o.root_gid = nix::unistd::getegid().as_raw();
     Ok(o)
+}
+
+/// The options for a device of `len` bytes: without `-B`, segments sized
+/// for it (`format::auto_blocks_per_segment`).
+fn sized(args: &Args, len: u64, opts: &MkfsOptions) -> MkfsOptions {
+    let mut o = opts.clone();
+    if args.blocks_per_segment.is_none() {
+        o.blocks_per_segment = format::auto_blocks_per_segment(len, o.block_size);
+    }
+    o
 }
 
 /// Creates an empty image file where none exists; `--size` gives it its

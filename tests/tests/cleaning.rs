@@ -238,8 +238,8 @@ fn fsd_starts_supervises_and_stops_cleanerd() {
 #[test]
 fn eighty_five_percent_live_takes_sustained_overwrites_on_defaults() {
     let tmp = temp_dir();
-    // 64 segments of 2 MiB, as 512 MiB in 8 MiB ones.
-    let image = mkfs_with(tmp.path(), "full.img", &["--size", "128M", "-B", "512"]);
+    // mkfs's own segment size: 127 segments of 1 MiB.
+    let image = mkfs_with(tmp.path(), "full.img", &["--size", "128M"]);
     let mnt = mkdir(tmp.path(), "mnt");
     let shipped = lfs_e2e::daemons::shipped_conf("cleanerd.conf");
     let gc = format!("gcconf={}", shipped.display());
@@ -291,4 +291,65 @@ fn eighty_five_percent_live_takes_sustained_overwrites_on_defaults() {
     fsd.signal(Signal::SIGTERM);
     fsd.assert_clean_exit("SIGTERM");
     assert_fsck_clean(&image, "after the overwrites");
+}
+
+/// Issue 23: when live data really fills the filesystem, a write gets
+/// ENOSPC after a bounded step, not after `space_wait` (an hour here) of
+/// waiting behind cleaning passes that free nothing, however busy the
+/// cleaners are: cleanerd (started by fsd on the shipped configuration)
+/// cleans at once while writers wait, and fsd's own space thread cleans
+/// too. 8 MiB segments on 128 MiB: 16 segments, 4 of them the reserve,
+/// so that once the file fills the rest no pass can gain anything.
+#[test]
+fn a_full_filesystem_answers_enospc_while_its_cleaners_work() {
+    let tmp = temp_dir();
+    let image = mkfs_with(tmp.path(), "full.img", &["--size", "128M", "-B", "2048"]);
+    let mnt = mkdir(tmp.path(), "mnt");
+    let config = tmp.path().join("fsd.toml");
+    std::fs::write(&config, "space_wait = 3600\n").unwrap();
+    let shipped = lfs_e2e::daemons::shipped_conf("cleanerd.conf");
+    let gc = format!("gcconf={}", shipped.display());
+    let mut fsd = Fsd::start(
+        &image,
+        &mnt,
+        &["--config", config.to_str().unwrap(), "-o", &gc],
+    );
+    let s = mnt.with_extension("sock").to_str().unwrap().to_string();
+    let fill = mnt.join("fill");
+    // Far under an hour on any machine, far over what filling 128 MiB
+    // and the bounded steps take on a slow one.
+    let limit = Duration::from_secs(300);
+    let dd = |args: &[&str]| {
+        let o = lfs_e2e::run(std::process::Command::new("dd").args(args), limit);
+        assert!(
+            !o.status.success() && o.stderr.contains("No space left on device"),
+            "dd {args:?}: {o}\ndf: {}\nstat: {}\nfsd:\n{}",
+            df_json(&s),
+            fsctl(&["stat", &s]).stdout,
+            fsd.log()
+        );
+    };
+    let of = format!("of={}", fill.display());
+    dd(&["if=/dev/urandom", &of, "bs=64k"]);
+    // Overwriting what is there needs room too: ENOSPC again, as soon.
+    dd(&[
+        "if=/dev/urandom",
+        &of,
+        "bs=64k",
+        "count=64",
+        "conv=notrunc,fsync",
+    ]);
+    // What the filesystem says at that moment: live data fills what is
+    // not reserved, but for metadata and the dead blocks of segments no
+    // pass gains by cleaning (two segments here).
+    let d = df_json(&s);
+    let (live, total, reserved) = (
+        d["live_bytes"].as_u64().unwrap(),
+        d["total_bytes"].as_u64().unwrap(),
+        d["reserved_bytes"].as_u64().unwrap(),
+    );
+    assert!(live + (16 << 20) >= total - reserved, "{d}");
+    fsd.signal(Signal::SIGTERM);
+    fsd.assert_clean_exit("SIGTERM");
+    assert_fsck_clean(&image, "after ENOSPC");
 }

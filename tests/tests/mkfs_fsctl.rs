@@ -104,11 +104,12 @@ fn refuses_existing_filesystems_without_force() {
 }
 
 /// The reserve line gives the share the segments really are: on a 100M
-/// image the minimum of 4 segments is a third of it, not the 5% asked.
+/// image in 8 MiB segments the minimum of 4 segments is a third of it,
+/// not the 5% asked.
 #[test]
 fn the_reserve_is_shown_as_it_is() {
     let d = temp_dir();
-    let o = mkfs(&["--size", "100M", "r.img"], d.path()).assert_success();
+    let o = mkfs(&["--size", "100M", "-B", "2048", "r.img"], d.path()).assert_success();
     assert!(
         o.stdout
             .contains("12 (4 reserved for cleaning, 33% (5% asked, at least 4 segments))"),
@@ -118,13 +119,38 @@ fn the_reserve_is_shown_as_it_is() {
     assert!(o.stdout.contains("4 reserved for cleaning, 33%"), "{o}");
 }
 
+/// Without -B, small images get smaller segments (at least 128 where
+/// the size allows, down to 1 MiB), large ones nilfs's 8 MiB.
+#[test]
+fn default_segments_are_sized_for_the_image() {
+    let d = temp_dir();
+    for (size, seg) in [
+        ("128M", "256 blocks (1.0 MiB)"),
+        ("512M", "1024 blocks (4.0 MiB)"),
+        ("4G", "2048 blocks (8.0 MiB)"),
+    ] {
+        let o = mkfs(&["-n", "--size", size, "s.img"], d.path()).assert_success();
+        assert!(o.stdout.contains(seg), "{size}: {o}");
+    }
+    mkfs(&["-q", "--size", "128M", "s.img"], d.path()).assert_success();
+    let o = fsctl(&["super", "s.img"], d.path()).assert_success();
+    assert!(
+        o.stdout
+            .contains("segment size        256 blocks (1.0 MiB)")
+            && o.stdout.contains("segments            127 (7 reserved"),
+        "{o}"
+    );
+}
+
 #[test]
 fn too_small_says_the_minimum_and_creates_nothing() {
     let d = temp_dir();
     let o = mkfs(&["--size", "1M", "b.img"], d.path());
     assert_eq!(code(&o), Some(3), "{o}");
     assert!(
-        o.stderr.contains("too small") && o.stderr.contains("67117056"),
+        o.stderr.contains("too small")
+            && o.stderr.contains("8396800")
+            && o.stderr.contains("smaller segments (-B)"),
         "{o}"
     );
     assert!(!d.path().join("b.img").exists());

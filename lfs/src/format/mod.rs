@@ -74,6 +74,31 @@ pub const MAX_BLOCK_SIZE: u32 = 65536;
 /// metadata (one usage entry) is negligible; small enough that cleaning one
 /// segment is a short job.
 pub const DEFAULT_BLOCKS_PER_SEGMENT: u32 = 2048;
+/// Fewest segments a filesystem formatted without a segment size gets
+/// when its size allows ([`auto_blocks_per_segment`]): with 8 MiB
+/// segments a 128 MiB image had 16, a quarter of them the cleaning
+/// reserve, and sustained overwrites at 60 % live ran out of space.
+pub const AUTO_MIN_SEGMENTS: u64 = 128;
+/// Smallest segment the default picks, in bytes (1 MiB, as f2fs's 2 MiB
+/// order of magnitude: still a long sequential write).
+pub const AUTO_MIN_SEGMENT_BYTES: u64 = 1 << 20;
+
+/// Blocks per segment for a device of `len` bytes when none is asked
+/// for: [`DEFAULT_BLOCKS_PER_SEGMENT`], halved while the device would
+/// hold fewer than [`AUTO_MIN_SEGMENTS`] segments, down to segments of
+/// [`AUTO_MIN_SEGMENT_BYTES`] (and never below
+/// [`MIN_BLOCKS_PER_SEGMENT`]). So 1 GiB and more get 8 MiB segments (at
+/// 4 KiB blocks), 512 MiB 4 MiB ones, 128 MiB and less 1 MiB ones.
+pub fn auto_blocks_per_segment(len: u64, block_size: u32) -> u32 {
+    let bs = u64::from(block_size.max(1));
+    let min = (AUTO_MIN_SEGMENT_BYTES / bs).max(u64::from(MIN_BLOCKS_PER_SEGMENT));
+    let mut bps = u64::from(DEFAULT_BLOCKS_PER_SEGMENT);
+    while bps / 2 >= min && len / (bps * bs) < AUTO_MIN_SEGMENTS {
+        bps /= 2;
+    }
+    bps as u32
+}
+
 /// Fewest blocks per segment: a log needs a summary block, payload and a
 /// super root, and cleaning must move something useful.
 pub const MIN_BLOCKS_PER_SEGMENT: u32 = 16;

@@ -287,13 +287,18 @@ fn take_live(
     None
 }
 
-/// Clears the cleaning flag when a pass ends, however it ends.
-struct Running<'a>(&'a std::sync::atomic::AtomicBool);
-
-impl Drop for Running<'_> {
-    fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
-    }
+/// Who asks for a cleaning pass ([`Fs::clean_with`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Caller {
+    /// A cleaner (cleanerd, `fsctl clean`): in the background, after the
+    /// pass running now, as nilfs's CLEAN_SEGMENTS waits for its lock.
+    Cleaner,
+    /// The engine's space thread: in the background, not at all if a
+    /// pass runs (Busy: its checkpoint wakes the thread again).
+    SpaceThread,
+    /// A change waiting for space: at its own priority, not at all if a
+    /// pass runs (Busy: it waits for that pass's checkpoint).
+    Waiter,
 }
 
 impl Fs {
@@ -320,9 +325,9 @@ impl Fs {
     /// `protection` (an empty list only deletes them). InvalidArgument for
     /// a segment out of range; Again for one that is clean or a log head,
     /// or for a pass that would not pay (see MIN_NET_SHARE); Busy while
-    /// another pass runs or while the filesystem is frozen (a frozen
-    /// filesystem writes nothing, and a cleaner waiting for the thaw would
-    /// only time out). Durable on return when it cleaned; a deletion
+    /// the filesystem is frozen (a frozen filesystem writes nothing, and a
+    /// cleaner waiting for the thaw would only time out); while another
+    /// pass runs (the engine's own) it waits for it to end. Durable on return when it cleaned; a deletion
     /// alone is durable at once only if it emptied segments, else with
     /// the next checkpoint. Moved blocks go to the cold head.
     pub fn clean_segments(&self, segments: &[u64], protection: Duration) -> Result<CleanReport> {
@@ -346,18 +351,19 @@ impl Fs {
             )));
         }
         *lock(&self.space.strict) = placement.strict_protection.then_some(protection);
-        self.clean_with(segments, placement, protection, true)
+        self.clean_with(segments, placement, protection, Caller::Cleaner)
     }
 
-    /// [`Self::clean_segments_placed`], in the background (the pass in
-    /// SCHED_IDLE at nice 10: cleanerd's and the space thread's) or at the
-    /// calling thread's priority (a change waiting for the space).
+    /// [`Self::clean_segments_placed`] for `caller`: in the background
+    /// (the pass in SCHED_IDLE at nice 10: cleanerd's and the space
+    /// thread's) or at the calling thread's priority (a change waiting for
+    /// the space); one pass at a time.
     pub(crate) fn clean_with(
         &self,
         segments: &[u64],
         placement: &Placement,
         protection: Duration,
-        background: bool,
+        caller: Caller,
     ) -> Result<CleanReport> {
         // A whole pass is one change: a freeze waits for it to end.
         let Some(_pass) = self.gate.try_enter() else {
@@ -365,12 +371,18 @@ impl Fs {
                 "the filesystem is frozen; cleaning resumes after THAW".into(),
             ));
         };
-        if self.cleaning.swap(true, Ordering::AcqRel) {
-            return Err(Error::Busy("another cleaning pass is running".into()));
-        }
-        let _running = Running(&self.cleaning);
+        let _running = match caller {
+            Caller::Cleaner => lock(&self.cleaning),
+            Caller::SpaceThread | Caller::Waiter => match self.cleaning.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {
+                    return Err(Error::Busy("another cleaning pass is running".into()))
+                }
+            },
+        };
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
-        if !background {
+        if caller == Caller::Waiter {
             return self.pass(&victims, placement, protection);
         }
         super::background::lower_this_thread();

@@ -79,8 +79,8 @@ pub struct Fs {
     /// The device's name, for log lines.
     device: String,
     stats: Stats,
-    /// Set while a cleaning pass runs.
-    cleaning: std::sync::atomic::AtomicBool,
+    /// Held while a cleaning pass runs: one at a time (`Caller`).
+    cleaning: Mutex<()>,
     /// Passed by every change; closed while frozen.
     gate: freeze::Gate,
     /// For a view of an older checkpoint (`open_checkpoint`): its number,
@@ -758,10 +758,11 @@ impl Fs {
     /// that waiting holds none up); out of space, runs the engine's own
     /// steps toward space (`fs/space.rs`: history yields, freed segments
     /// are released, the engine cleans) and tries again after each one
-    /// that made progress, or after the checkpoint of a cleaning pass
-    /// already running (for up to the mount's `space_wait` in all). NoSpace
-    /// once no step can make progress: live data plus snapshots do not
-    /// fit. (A change used to wait for an external cleaner's timer, up to
+    /// that made progress, or after a cleaning pass already running ends
+    /// (for up to the mount's `space_wait` in all). NoSpace once no step
+    /// can make progress (and passes of others made nothing reusable
+    /// [`space::MAX_URGENT_PASSES`] times): live data plus snapshots do
+    /// not fit. (A change used to wait for an external cleaner's timer, up to
     /// 30 s, and to get NoSpace at once without one.)
     fn waiting_for_space<T>(&self, attempt: impl Fn() -> Result<T>) -> Result<T> {
         let mut r = attempt();
@@ -779,12 +780,10 @@ impl Fs {
         loop {
             match self.reclaim_urgent(&mut tried)? {
                 space::Reclaim::Progress => {}
+                // Waited for another pass to end.
                 space::Reclaim::Busy => {
                     if t.elapsed() >= most {
                         break;
-                    }
-                    if let Some(why) = self.wait_for_checkpoint(SPACE_POLL) {
-                        return Err(Error::ReadOnly(why));
                     }
                 }
                 space::Reclaim::Nothing => break,
@@ -950,10 +949,6 @@ const MAX_THROTTLE_SLEEP: Duration = Duration::from_millis(10);
 
 /// Longest a throttled writer waits for the checkpoint in flight.
 const THROTTLE_WAIT: Duration = Duration::from_secs(5);
-
-/// Longest a change waiting for space waits for the checkpoint of a
-/// cleaning pass already running before it looks again.
-const SPACE_POLL: Duration = Duration::from_millis(200);
 
 /// The checkpoint thread's controls; shared without keeping `Fs` alive.
 #[derive(Debug, Default)]

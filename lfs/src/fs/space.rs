@@ -37,7 +37,7 @@ use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use crate::format::{SU_FLAG_ACTIVE, SU_FLAG_ERROR};
-use crate::fs::clean::Placement;
+use crate::fs::clean::{Caller, Placement};
 use crate::fs::state::State;
 use crate::fs::{lock, now_ns, Fs};
 use crate::stats::Stats;
@@ -110,6 +110,9 @@ pub(crate) struct Tried {
     expired: bool,
     /// Cleaning passes that freed something.
     passes: u32,
+    /// Waits for another pass (cleanerd's, the space thread's) that
+    /// ended with nothing made reusable.
+    idle_waits: u32,
 }
 
 /// The space thread's wake-up call and what it needs between steps.
@@ -123,6 +126,12 @@ pub(crate) struct SpaceKeeper {
     /// Changes waiting for space right now (GET_SUSTAT reports it, so
     /// that cleanerd cleans at once).
     pub waiters: AtomicU64,
+    /// The modification count (`State::mods`) at which the space thread's
+    /// cleaning last found nothing to gain: it does not try again until
+    /// something changed. A full filesystem of live data otherwise had it
+    /// read and refuse the same victims every second, and a waiting
+    /// writer found a pass of its always running.
+    futile_at: Mutex<Option<u64>>,
 }
 
 impl SpaceKeeper {
@@ -254,8 +263,23 @@ impl Fs {
         if self.release_space()? {
             return Ok(Reclaim::Progress);
         }
+        let mods = self.st().mods;
+        if *lock(&self.space.futile_at) == Some(mods) {
+            return Ok(if progress {
+                Reclaim::Progress
+            } else {
+                Reclaim::Nothing
+            });
+        }
         match self.clean_for_space(true)? {
-            Reclaim::Nothing if progress => Ok(Reclaim::Progress),
+            Reclaim::Nothing => {
+                *lock(&self.space.futile_at) = Some(mods);
+                Ok(if progress {
+                    Reclaim::Progress
+                } else {
+                    Reclaim::Nothing
+                })
+            }
             r => Ok(r),
         }
     }
@@ -267,6 +291,13 @@ impl Fs {
     /// each, which the next step deleted again), with a checkpoint and a
     /// superblock write that make what was freed reusable; then cleaning
     /// passes at the caller's priority, at most [`MAX_URGENT_PASSES`].
+    /// While another pass runs (cleanerd's, the space thread's), it waits
+    /// for that pass to end and answers Busy: try again. Such waits count
+    /// when the pass made nothing reusable, at most
+    /// [`MAX_URGENT_PASSES`] of them, so that a filesystem whose data
+    /// does not fit answers NoSpace after a bounded wait however busy its
+    /// cleaners are (a writer used to wait out all of `space_wait` behind
+    /// passes refused for gaining nothing).
     pub(crate) fn reclaim_urgent(&self, tried: &mut Tried) -> Result<Reclaim> {
         if self.space_levels_if_writable().is_none() {
             return Ok(Reclaim::Nothing);
@@ -280,12 +311,21 @@ impl Fs {
         } else if self.release_space()? {
             return Ok(Reclaim::Progress);
         }
-        if tried.passes >= MAX_URGENT_PASSES {
+        if tried.passes >= MAX_URGENT_PASSES || tried.idle_waits >= MAX_URGENT_PASSES {
             return Ok(Reclaim::Nothing);
         }
+        let epoch = self.st().reuse_epoch;
         let r = self.clean_for_space(false)?;
-        if r == Reclaim::Progress {
-            tried.passes += 1;
+        match r {
+            Reclaim::Progress => tried.passes += 1,
+            Reclaim::Busy => {
+                // Bounded: a pass is.
+                drop(lock(&self.cleaning));
+                if self.st().reuse_epoch == epoch {
+                    tried.idle_waits += 1;
+                }
+            }
+            Reclaim::Nothing => {}
         }
         Ok(r)
     }
@@ -382,7 +422,12 @@ impl Fs {
             if victims.is_empty() {
                 return Ok(Reclaim::Nothing);
             }
-            let r = self.clean_with(&victims, &Placement::default(), protection, background);
+            let caller = if background {
+                Caller::SpaceThread
+            } else {
+                Caller::Waiter
+            };
+            let r = self.clean_with(&victims, &Placement::default(), protection, caller);
             match r {
                 Ok(rep) if rep.segments_freed > 0 || rep.blocks_freed > 0 => {
                     Stats::add(&self.stats.space_passes, 1);
