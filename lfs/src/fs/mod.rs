@@ -205,7 +205,16 @@ impl Fs {
     /// cleaning pass in SCHED_IDLE, which may be the holder
     /// ([`background::Inheritance`]).
     fn st(&self) -> MutexGuard<'_, State> {
-        self.lock_raising(&self.state)
+        match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                let t = Instant::now();
+                let g = self.lock_raising(&self.state);
+                self.stats.state_lock_wait.record(t.elapsed());
+                g
+            }
+        }
     }
 
     /// Locks `m`, one of the locks a cleaning pass holds; if that means

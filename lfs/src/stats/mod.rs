@@ -128,6 +128,10 @@ pub struct Stats {
     pub write_latency: Histogram,
     /// Checkpoint latency (build, write, flush).
     pub checkpoint_latency: Histogram,
+    /// Waits for the engine's state lock, recorded only when it was held
+    /// by another thread: how long a request stood behind a checkpoint
+    /// build, a history step or a cleaning pass's commit.
+    pub state_lock_wait: Histogram,
 }
 
 /// Blocks one checkpoint or data-sync write puts on the device, by what
@@ -249,6 +253,7 @@ impl Stats {
                 ("fsync_latency", self.fsync_latency.snapshot()),
                 ("write_latency", self.write_latency.snapshot()),
                 ("checkpoint_latency", self.checkpoint_latency.snapshot()),
+                ("state_lock_wait", self.state_lock_wait.snapshot()),
             ],
         }
     }
