@@ -79,7 +79,7 @@ if [ "$long" -eq 1 ]; then
     fsx_ops=${LFS_FSX_OPS:-1000000}
     fuzz_seconds=${FUZZ_SECONDS:-300}
     profile=(--release)
-    fsx_cmd="cargo build --release --bins && rc=0 && for i in default 0.1; do bash scripts/fsx.sh --bin target/release --ops $fsx_ops --seeds '1 2 3' --cleanerd \$([ \$i = default ] || echo --interval \$i) || rc=1; done; exit \$rc"
+    fsx_cmd="cargo build --release --bins && rc=0 && for i in default 0.1; do bash scripts/fsx.sh --bin target/release --ops $fsx_ops --seeds '1 2 3' \$([ \$i = default ] || echo --interval \$i) || rc=1; done; exit \$rc"
 else
     unset LFS_LONG
     fuzz_seconds=${FUZZ_SECONDS:-20}

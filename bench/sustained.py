@@ -316,7 +316,13 @@ def main():
     cells = [(s, l, k) for s in m["sizes"] for l in m["lives"] for k in m["skews"]]
     if a.cells:
         want = set(a.cells.split(","))
-        cells = [c for c in cells if f"{c[0] >> 20}M/{c[1]}/{c[2].replace('/', '_')}" in want]
+        name = lambda c: f"{c[0] >> 20}M/{c[1]}/{c[2].replace('/', '_')}"
+        unknown = sorted(want - {name(c) for c in cells})
+        if unknown:
+            print(f"sustained.py: --cells {','.join(unknown)}: no such cell in --{mode} "
+                  f"(its cells: {','.join(name(c) for c in cells)})", file=sys.stderr)
+            return 2
+        cells = [c for c in cells if name(c) in want]
     work = os.path.join(a.workdir, "sustained")
     os.makedirs(work, exist_ok=True)
     meta = dict(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

@@ -3,14 +3,17 @@
 #
 #   scripts/fsx.sh [--bin DIR] [--ops N] [--mmap-ops N] [--seeds "S ..."]
 #                  [--modes "buffered direct mmap"] [--interval SECONDS]
-#                  [--cleanerd] [--size SIZE] [--work DIR] [--report FILE]
+#                  [--nogc] [--size SIZE] [--work DIR] [--report FILE]
 #
 # --ops sets the operations of every run, --mmap-ops those of the mmap
 # runs (each mapped operation is a few page faults, several times slower
 # through FUSE).  Formats a fresh image, mounts it with fsd (an fsd.toml holding
 # checkpoint_interval = SECONDS if --interval is given, else fsd's
-# defaults), optionally starts cleanerd on it with the shipped
-# conf/cleanerd.conf, and runs fsx once per mode and seed, each on a file
+# defaults) as the engine runs by default, fsd starting and supervising
+# cleanerd, here on the shipped conf/cleanerd.conf (-o gcconf, so that
+# the machine's /etc plays no part; --nogc mounts with -o nogc instead,
+# fsd then making room by itself), and runs fsx once per mode and seed,
+# each on a file
 # of its own.  Every run is replayed by the same fsx, same seed and
 # flags, on a reference directory of the local disk: fsx's operation
 # sequence depends only on them, so the reference file is what the lfs
@@ -38,7 +41,7 @@ mmap_ops=""
 seeds="1"
 modes="buffered direct mmap"
 interval=""
-with_cleanerd=0
+gc=1
 size=4G
 work=""
 report=""
@@ -51,11 +54,11 @@ while [ $# -gt 0 ]; do
     --seeds) seeds=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
     --interval) interval=$2; shift 2 ;;
-    --cleanerd) with_cleanerd=1; shift ;;
+    --nogc) gc=0; shift ;;
     --size) size=$2; shift 2 ;;
     --work) work=$2; shift 2 ;;
     --report) report=$2; shift 2 ;;
-    -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "fsx.sh: unknown argument '$1' (see --help)" ;;
     esac
 done
@@ -79,10 +82,8 @@ mnt=$work/mnt
 ref=$work/reference
 mkdir -p "$mnt" "$ref"
 fsd_pid=""
-cleanerd_pid=""
 
 cleanup() {
-    if [ -n "$cleanerd_pid" ]; then kill "$cleanerd_pid" 2>/dev/null || true; fi
     if mountpoint -q "$mnt"; then umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true; fi
     if [ -n "$fsd_pid" ]; then kill "$fsd_pid" 2>/dev/null || true; fi
     if [ "$remove_work" = 1 ]; then rm -rf "$work"; fi
@@ -93,7 +94,9 @@ trap cleanup EXIT
 mount_lfs() {
     : >"$work/fsd.toml"
     [ -n "$interval" ] && echo "checkpoint_interval = $interval" >"$work/fsd.toml"
-    "$bin/fsd" -c "$work/fsd.toml" --socket "$work/fsd.sock" "$img" "$mnt" >>"$work/fsd.log" 2>&1 &
+    local gcopt="gcconf=$root/conf/cleanerd.conf"
+    [ "$gc" = 1 ] || gcopt=nogc
+    "$bin/fsd" -c "$work/fsd.toml" -o "$gcopt" --socket "$work/fsd.sock" "$img" "$mnt" >>"$work/fsd.log" 2>&1 &
     fsd_pid=$!
     for _ in $(seq 600); do
         mountpoint -q "$mnt" && return 0
@@ -103,13 +106,8 @@ mount_lfs() {
     die "fsx.sh: fsd did not mount within 60 s"
 }
 
-# unmount_lfs: stops cleanerd, unmounts, waits for fsd's clean exit.
+# unmount_lfs: unmounts (fsd stops its cleanerd), waits for fsd's clean exit.
 unmount_lfs() {
-    if [ -n "$cleanerd_pid" ]; then
-        kill "$cleanerd_pid" 2>/dev/null || true
-        wait "$cleanerd_pid" 2>/dev/null || true
-        cleanerd_pid=""
-    fi
     umount "$mnt"
     local rc=0
     wait "$fsd_pid" || rc=$?
@@ -131,14 +129,10 @@ common="-q -u -z -C -I -J -B -0"
 
 "$bin/mkfs-lfs" -q --size "$size" "$img"
 mount_lfs
-if [ "$with_cleanerd" = 1 ]; then
-    "$bin/cleanerd" -c "$root/conf/cleanerd.conf" "$work/fsd.sock" >"$work/cleanerd.log" 2>&1 &
-    cleanerd_pid=$!
-fi
 
 failures=0
 files=()
-echo "fsx.sh: $ops operations a run (mmap: ${mmap_ops:-$ops}), seeds $seeds, modes $modes, checkpoint_interval ${interval:-default}, cleanerd $([ "$with_cleanerd" = 1 ] && echo on || echo off), image $size"
+echo "fsx.sh: $ops operations a run (mmap: ${mmap_ops:-$ops}), seeds $seeds, modes $modes, checkpoint_interval ${interval:-default}, cleanerd $([ "$gc" = 1 ] && echo on || echo off), image $size"
 for mode in $modes; do
     flags=$(mode_flags "$mode")
     n=$ops
@@ -155,7 +149,7 @@ for mode in $modes; do
             echo "FAIL  $mode seed $seed: fsx exited $rc after ${took}s; its report:" >&2
             grep -m 20 -E 'BAD|bad|expected|error|failed|SIZE' "$work/$name.log" >&2 || tail -20 "$work/$name.log" >&2
             cp "$work/$name.log" "${TMPDIR:-/tmp}/lfs-$name.log" 2>/dev/null && echo "      full log: ${TMPDIR:-/tmp}/lfs-$name.log" >&2
-            [ -n "$report" ] && echo "| $mode | $seed | $n | ${interval:-default} | $with_cleanerd | FAIL (fsx $rc) | ${took} s |" >>"$report"
+            [ -n "$report" ] && echo "| $mode | $seed | $n | ${interval:-default} | $gc | FAIL (fsx $rc) | ${took} s |" >>"$report"
             continue
         fi
         # shellcheck disable=SC2086
@@ -167,7 +161,7 @@ for mode in $modes; do
             continue
         fi
         echo "PASS  $mode seed $seed: $n operations in ${took}s"
-        [ -n "$report" ] && echo "| $mode | $seed | $n | ${interval:-default} | $with_cleanerd | pass | ${took} s |" >>"$report"
+        [ -n "$report" ] && echo "| $mode | $seed | $n | ${interval:-default} | $gc | pass | ${took} s |" >>"$report"
         files+=("$name")
     done
 done

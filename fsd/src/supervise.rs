@@ -155,6 +155,25 @@ fn spawn(how: &How) -> std::io::Result<Child> {
     if how.syslog {
         cmd.arg("--syslog");
     }
+    // cleanerd must not outlive an fsd that is killed (SIGKILL, a crash):
+    // the kernel sends it SIGTERM when the thread that started it (this
+    // supervisor thread, which waits for it) exits. If fsd died before
+    // the request took effect, the child is already an orphan: give up.
+    let parent = std::process::id() as i32;
+    // SAFETY: the closure runs in the child between fork and exec and
+    // makes only async-signal-safe system calls (prctl, getppid).
+    #[allow(unsafe_code)]
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid().as_raw() != parent {
+                return Err(std::io::Error::other("fsd exited before cleanerd started"));
+            }
+            Ok(())
+        });
+    }
     cmd.arg(&how.socket)
         .stdin(Stdio::null())
         .stdout(out())

@@ -150,6 +150,15 @@ fn children_named(parent: u32, name: &str) -> Vec<u32> {
     out
 }
 
+/// Whether process `pid` exists and is not a zombie.
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|c| stat[c + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
 /// Waits until `parent` has exactly one child `cleanerd` that is not
 /// `not`, and returns it.
 fn wait_for_cleanerd(parent: u32, not: Option<u32>, fsd: &Fsd) -> u32 {
@@ -208,6 +217,22 @@ fn fsd_starts_supervises_and_stops_cleanerd() {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(second as i32), None).is_err(),
         "cleanerd {second} outlived fsd"
     );
+
+    // fsd killed outright (no unmount, no SIGTERM to forward): its
+    // cleanerd goes with it instead of retrying a dead socket forever.
+    let mut fsd = Fsd::start(&image, &mnt, &["-o", &gc]);
+    let orphan = wait_for_cleanerd(fsd.process_id(), None, &fsd);
+    fsd.signal(Signal::SIGKILL);
+    fsd.wait();
+    let t = Instant::now();
+    while running(orphan) {
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "cleanerd {orphan} outlived fsd killed by SIGKILL"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(fsd);
 
     let mut fsd = Fsd::start(&image, &mnt, &["-o", "nogc"]);
     std::thread::sleep(Duration::from_millis(500));
