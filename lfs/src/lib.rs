@@ -2,7 +2,7 @@
 //!
 //! Data flows down through the modules:
 //!
-//! * [`format`]: every on-disk structure, with explicit little-endian
+//! * [`format`](mod@format): every on-disk structure, with explicit little-endian
 //!   encoding and checksums. Nothing else in the crate touches raw bytes of
 //!   the disk layout.
 //! * [`blockdev`]: the user-space block layer that every byte goes through,

@@ -11,7 +11,7 @@
 //!   with its flags and creation time; the last one built is always in it.
 //! * A retired DAT entry (`end_cno != CNO_LIVE`) that still has a block is
 //!   seen by some valid checkpoint `c` with `start_cno <= c < end_cno`,
-//!   except between a deletion and the [`State::free_dead`] that follows
+//!   except between a deletion and the `State::commit_history_freeing` that follows
 //!   it in the same critical section.
 //! * `changed` lists the entries whose flags in the checkpoint file differ
 //!   from `valid` (deleted: `CP_FLAG_INVALID`); the next checkpoint
@@ -231,7 +231,7 @@ impl History {
 }
 
 /// Most blocks one step of deleting old checkpoints frees
-/// ([`State::delete_oldest_checkpoints`]): bounds how long it holds the
+/// (`State::delete_oldest_checkpoints`): bounds how long it holds the
 /// state lock, and the DAT records the next checkpoint journals for it.
 pub const MAX_FREED_PER_STEP: u64 = 8192;
 

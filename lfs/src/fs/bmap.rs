@@ -6,7 +6,7 @@
 //! blocks hold `P = (block_size - 16) / 8` pointers after a metadata block
 //! header. In memory the map keeps the direct pointers in an array, the
 //! data pointers of each level-1 indirect block (a *leaf*) together
-//! ([`Leaf`]: a sorted list while few are mapped, the block's whole pointer
+//! (`Leaf`: a sorted list while few are mapped, the block's whole pointer
 //! array once many are, 8 bytes a pointer), and every indirect block's
 //! address keyed by [`NodeId`]; writing the map back re-encodes only the
 //! indirect blocks on the path of a changed pointer, a leaf by copying its

@@ -750,7 +750,7 @@ impl Fs {
     }
 
     /// Writes `data` at `offset`. Out of space, it waits as
-    /// [`Self::waiting_for_space`] says.
+    /// `Self::waiting_for_space` says.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
         let t = Instant::now();
         let r = self.waiting_for_space(|| self.write_inner(ino, offset, data));
@@ -806,7 +806,7 @@ impl Fs {
     }
 
     /// Applies `f` to the state, with a pass of the freeze gate, waiting
-    /// for space as [`Self::waiting_for_space`] says.
+    /// for space as `Self::waiting_for_space` says.
     fn change<T>(&self, f: impl Fn(&mut State) -> Result<T>) -> Result<T> {
         self.waiting_for_space(|| {
             let _pass = self.gate.enter();
