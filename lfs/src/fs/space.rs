@@ -17,10 +17,8 @@
 //!    follows makes them reusable.
 //! 3. **The engine cleans.** Below the cleaning level ([`Levels::clean`]),
 //!    or when a change finds no space and 1 and 2 gave nothing, the
-//!    engine runs a cleaning pass itself, bounded to [`MAX_PASS_BLOCKS`]
-//!    of victims: in the background on cost-benefit victims, for a
-//!    waiting change on greedy ones (f2fs's foreground GC; see
-//!    [`State::space_victims`]).
+//!    engine runs a cleaning pass itself on greedy victims (f2fs's
+//!    foreground GC), bounded to [`MAX_PASS_BLOCKS`] of victims.
 //!
 //! Two callers run these steps: the space thread
 //! ([`Fs::reclaim_background`]), woken after every checkpoint, acts
@@ -190,23 +188,14 @@ impl State {
         self.segs.nclean() + self.segs.npending()
     }
 
-    /// Victims for a pass the engine runs itself, each with something to
-    /// gain, until their dead blocks make two segments' worth (a pass
-    /// then nets about one after its own metadata) or they reach
-    /// [`MAX_PASS_BLOCKS`], and together no more to copy than the room
-    /// cleaning may use. For a change waiting for space: greedy (fewest
-    /// live blocks first, the least copying now, as f2fs's foreground
-    /// GC). In the background: cost-benefit (Rosenblum and Ousterhout),
-    /// dead share times age over the cost of reading and copying,
-    /// `(1 - u) * age / (1 + u)`, age counted in logs written since the
-    /// segment's last one: greedy keeps re-cleaning the hot segments,
-    /// whose dead blocks would have come by themselves, and copies the
-    /// same hot blocks again and again (write amplification 6 to 8 at
-    /// 85 % live in W5 when these passes were greedy).
-    fn space_victims(&self, background: bool) -> Vec<u64> {
+    /// Victims for a pass the engine runs itself: greedy (fewest live
+    /// blocks first), each with something to gain, until their dead
+    /// blocks make two segments' worth (a pass then nets about one
+    /// after its own metadata) or they reach [`MAX_PASS_BLOCKS`], and
+    /// together no more to copy than the room cleaning may use.
+    fn space_victims(&self) -> Vec<u64> {
         let bps = u64::from(self.sb.blocks_per_segment);
-        let now = self.seq;
-        let mut c: Vec<(u64, u32, u64)> = (0..self.segs.len())
+        let mut c: Vec<(u64, u32)> = (0..self.segs.len())
             .map(|s| (s, self.segs.get(s)))
             .filter(|(s, u)| {
                 !u.is_clean()
@@ -215,9 +204,9 @@ impl State {
                     && u64::from(u.nlive) < bps
                     && !self.is_head(*s)
             })
-            .map(|(s, u)| (s, u.nlive, now.saturating_sub(u.seq)))
+            .map(|(s, u)| (s, u.nlive))
             .collect();
-        rank_victims(&mut c, bps, background);
+        c.sort_by_key(|&(s, live)| (live, s));
         // Each victim costs its live blocks and a few of metadata, the
         // pass some more (its DAT journal, usage and checkpoint blocks).
         let room = self
@@ -225,7 +214,7 @@ impl State {
             .saturating_sub(PASS_OVERHEAD_BLOCKS);
         let (mut copied, mut dead, mut read) = (0, 0, 0);
         let mut out = Vec::new();
-        for (s, live, _) in c {
+        for (s, live) in c {
             let live = u64::from(live);
             if !out.is_empty() && (read + bps > MAX_PASS_BLOCKS || copied + live + 8 > room) {
                 break;
@@ -239,25 +228,6 @@ impl State {
             }
         }
         out
-    }
-}
-
-/// Orders candidate victims (segment, live blocks, age in logs), best
-/// first: cost-benefit in the `background`, else greedy
-/// ([`State::space_victims`]); ties by segment number.
-fn rank_victims(c: &mut [(u64, u32, u64)], bps: u64, background: bool) {
-    if background {
-        let score = |live: u32, age: u64| {
-            let u = f64::from(live) / bps as f64;
-            (1.0 - u) * age as f64 / (1.0 + u)
-        };
-        c.sort_by(|a, b| {
-            score(b.1, b.2)
-                .total_cmp(&score(a.1, a.2))
-                .then(a.0.cmp(&b.0))
-        });
-    } else {
-        c.sort_by_key(|&(s, live, _)| (live, s));
     }
 }
 
@@ -441,12 +411,12 @@ impl Fs {
         Ok(true)
     }
 
-    /// A cleaning pass of the engine's own ([`State::space_victims`]); in the
+    /// A cleaning pass of the engine's own on greedy victims; in the
     /// background (SCHED_IDLE, as cleanerd's passes) for the space thread,
     /// at the caller's priority for a waiting change.
     fn clean_for_space(&self, background: bool) -> Result<Reclaim> {
         let protection = lock(&self.space.strict).unwrap_or(Duration::ZERO);
-        let mut victims = self.st().space_victims(background);
+        let mut victims = self.st().space_victims();
         let mut refused = 0;
         loop {
             if victims.is_empty() {
@@ -482,7 +452,7 @@ impl Fs {
                     // own metadata (measured at 85 % live: three victims
                     // 1 block over the room, one 1 block short of paying,
                     // two fine).
-                    let fresh = self.st().space_victims(background);
+                    let fresh = self.st().space_victims();
                     victims = if fresh != victims {
                         fresh
                     } else if victims.len() > 1 {
@@ -526,31 +496,5 @@ pub(crate) fn space_loop(fs: std::sync::Weak<Fs>) {
         if !again {
             keeper.wait(&stop.stop);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rank_victims;
-
-    /// A waiting change takes the emptiest segment; the background takes
-    /// the old, cold one that stopped changing before the hot one that
-    /// will empty by itself.
-    #[test]
-    fn background_victims_weigh_age_and_waiters_take_the_emptiest() {
-        let bps = 1024;
-        // (segment, live, age in logs)
-        let hot = (1, 512, 2); // half dead, just written
-        let cold = (2, 768, 4000); // a quarter dead, untouched for long
-        let full = (3, 1000, 10); // nearly all live
-        let mut c = vec![full, cold, hot];
-        rank_victims(&mut c, bps, false);
-        assert_eq!(c, vec![hot, cold, full]);
-        rank_victims(&mut c, bps, true);
-        assert_eq!(c, vec![cold, hot, full]);
-        // Same score: by segment number.
-        let mut t = vec![(9, 100, 50), (4, 100, 50)];
-        rank_victims(&mut t, bps, true);
-        assert_eq!(t[0].0, 4);
     }
 }
