@@ -373,13 +373,8 @@ impl Fs {
         };
         let _running = match caller {
             Caller::Cleaner => lock(&self.cleaning),
-            Caller::SpaceThread | Caller::Waiter => match self.cleaning.try_lock() {
-                Ok(g) => g,
-                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {
-                    return Err(Error::Busy("another cleaning pass is running".into()))
-                }
-            },
+            Caller::SpaceThread | Caller::Waiter => super::try_lock(&self.cleaning)
+                .ok_or_else(|| Error::Busy("another cleaning pass is running".into()))?,
         };
         let victims: BTreeSet<u64> = segments.iter().copied().collect();
         if caller == Caller::Waiter {

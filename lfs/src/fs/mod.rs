@@ -205,29 +205,21 @@ impl Fs {
     /// cleaning pass in SCHED_IDLE, which may be the holder
     /// ([`background::Inheritance`]).
     fn st(&self) -> MutexGuard<'_, State> {
-        match self.state.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                let t = Instant::now();
-                let g = self.lock_raising(&self.state);
-                self.stats.state_lock_wait.record(t.elapsed());
-                g
-            }
-        }
+        try_lock(&self.state).unwrap_or_else(|| {
+            let t = Instant::now();
+            let g = self.lock_raising(&self.state);
+            self.stats.state_lock_wait.record(t.elapsed());
+            g
+        })
     }
 
     /// Locks `m`, one of the locks a cleaning pass holds; if that means
     /// waiting, raises the pass first (it may be the holder).
     fn lock_raising<'a, T>(&'a self, m: &'a Mutex<T>) -> MutexGuard<'a, T> {
-        match m.try_lock() {
-            Ok(g) => g,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => {
-                let _boost = self.pass_pi.waiter();
-                lock(m)
-            }
-        }
+        try_lock(m).unwrap_or_else(|| {
+            let _boost = self.pass_pi.waiter();
+            lock(m)
+        })
     }
 
     /// Changes the checkpoint interval, the dirty limit and the wait for
@@ -998,6 +990,15 @@ fn low_water(st: &State) -> u64 {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`lock`] if `m` is free now, else None.
+fn try_lock<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    }
 }
 
 /// Writes a checkpoint whenever the interval passes with changes pending,

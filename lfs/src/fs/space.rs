@@ -264,14 +264,12 @@ impl Fs {
             return Ok(Reclaim::Progress);
         }
         let mods = self.st().mods;
-        if *lock(&self.space.futile_at) == Some(mods) {
-            return Ok(if progress {
-                Reclaim::Progress
-            } else {
-                Reclaim::Nothing
-            });
-        }
-        match self.clean_for_space(true)? {
+        let futile = *lock(&self.space.futile_at) == Some(mods);
+        match if futile {
+            Reclaim::Nothing
+        } else {
+            self.clean_for_space(true)?
+        } {
             Reclaim::Nothing => {
                 *lock(&self.space.futile_at) = Some(mods);
                 Ok(if progress {
